@@ -1,0 +1,35 @@
+#include "collectors/file_reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "collectors/collector.h"
+
+namespace accelmon::collectors {
+
+std::string ReadTextFile(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    throw CollectorError("read " + path.string() + ": " + std::strerror(errno));
+  }
+  std::string contents;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int saved = errno;
+      ::close(fd);
+      throw CollectorError("read " + path.string() + ": " + std::strerror(saved));
+    }
+    contents.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return contents;
+}
+
+}  // namespace accelmon::collectors

@@ -1,0 +1,101 @@
+#include "collectors/meminfo.h"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <cstdint>
+#include <limits>
+
+#include "collectors/file_reader.h"
+
+namespace accelmon::collectors {
+namespace {
+
+using Setter = void (v1::HostMemory::*)(uint64_t);
+
+struct Field {
+  std::string_view key;
+  Setter set;
+};
+
+// The meminfo keys we report; the kernel adds keys over time, unknown ones are ignored.
+constexpr Field kFields[] = {
+    {"MemTotal", &v1::HostMemory::set_total_bytes},
+    {"MemFree", &v1::HostMemory::set_free_bytes},
+    {"MemAvailable", &v1::HostMemory::set_available_bytes},
+    {"Buffers", &v1::HostMemory::set_buffers_bytes},
+    {"Cached", &v1::HostMemory::set_cached_bytes},
+    {"SwapTotal", &v1::HostMemory::set_swap_total_bytes},
+    {"SwapFree", &v1::HostMemory::set_swap_free_bytes},
+    {"Shmem", &v1::HostMemory::set_shmem_bytes},
+    {"SReclaimable", &v1::HostMemory::set_slab_reclaimable_bytes},
+    {"SUnreclaim", &v1::HostMemory::set_slab_unreclaimable_bytes},
+    {"HugePages_Total", &v1::HostMemory::set_hugepages_total},
+    {"HugePages_Free", &v1::HostMemory::set_hugepages_free},
+    {"Hugepagesize", &v1::HostMemory::set_hugepage_size_bytes},
+    {"Dirty", &v1::HostMemory::set_dirty_bytes},
+    {"Writeback", &v1::HostMemory::set_writeback_bytes},
+};
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Parses "  16318468 kB" or "  0" into a byte (or plain) count.
+bool ParseValue(std::string_view text, uint64_t& out) {
+  text = Trim(text);
+  uint64_t multiplier = 1;
+  if (text.ends_with(" kB")) {
+    multiplier = 1024;
+    text = Trim(text.substr(0, text.size() - 3));
+  }
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return false;
+  if (value > std::numeric_limits<uint64_t>::max() / multiplier) return false;
+  out = value * multiplier;
+  return true;
+}
+
+}  // namespace
+
+size_t ParseMeminfo(std::string_view text, v1::HostMemory& memory) {
+  size_t malformed = 0;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    const std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    if (Trim(line).empty()) continue;
+
+    const size_t colon = line.find(':');
+    uint64_t value = 0;
+    if (colon == std::string_view::npos || !ParseValue(line.substr(colon + 1), value)) {
+      ++malformed;
+      continue;
+    }
+    const std::string_view key = line.substr(0, colon);
+    for (const Field& field : kFields) {
+      if (field.key == key) {
+        (memory.*field.set)(value);
+        break;
+      }
+    }
+  }
+  return malformed;
+}
+
+void MeminfoCollector::Collect(v1::NodeReport& report) {
+  const std::string text = ReadTextFile(paths_.Proc("meminfo"));
+  const size_t malformed = ParseMeminfo(text, *report.mutable_host()->mutable_memory());
+  if (malformed > 0) {
+    // Once at warn level, then quietly: a kernel format change would otherwise flood the log.
+    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
+    spdlog::log(level, "meminfo: skipped {} malformed line(s) in {}", malformed,
+                paths_.Proc("meminfo").string());
+    warned_malformed_ = true;
+  }
+}
+
+}  // namespace accelmon::collectors

@@ -1,0 +1,38 @@
+// Which collectors an agent runs, and running them all for one tick.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "collectors/collector.h"
+#include "collectors/path_resolver.h"
+
+namespace accelmon::collectors {
+
+struct CollectorConfig {
+  PathResolver paths;
+  int sim_devices = 0;  // --sim N; 0 = no simulated devices
+  uint64_t sim_seed = 0;
+};
+
+// The collectors for this configuration, in the order they run.
+std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& config);
+
+// Runs a fixed set of collectors, one tick at a time.
+class CollectorSet {
+ public:
+  explicit CollectorSet(std::vector<std::unique_ptr<Collector>> collectors);
+
+  // Runs every collector into `report` and records each one's outcome in report.collectors().
+  // A collector that throws is marked failed; the others still run. A collector that starts or
+  // stops failing is logged once at info level, not on every tick.
+  void CollectAll(v1::NodeReport& report);
+
+  size_t size() const { return collectors_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<Collector>> collectors_;
+  std::vector<bool> failing_;
+};
+
+}  // namespace accelmon::collectors

@@ -1,0 +1,71 @@
+// Simulated accelerators: N deterministic devices whose telemetry evolves plausibly over time,
+// so dashboards, alerts and diagnostics can be shown and tested without a GPU or NPU.
+//
+// Deterministic: the same seed and the same sequence of report timestamps give the same values.
+// Counters (link bytes, energy, ECC) only ever increase.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "collectors/collector.h"
+
+namespace accelmon::collectors {
+
+struct SimOptions {
+  int devices = 8;
+  uint64_t seed = 1;
+};
+
+// A stable seed for a node name (FNV-1a), so every node of a simulated fleet differs.
+uint64_t SimSeedForNode(std::string_view node);
+
+class SimCollector final : public Collector {
+ public:
+  explicit SimCollector(SimOptions options);
+
+  std::string_view name() const override { return "sim"; }
+  void Collect(v1::NodeReport& report) override;
+
+  static constexpr uint64_t kMemoryTotalBytes = 128ULL << 30;  // 128 GiB HBM, as on current NPUs
+  static constexpr double kPowerLimitWatts = 700;
+  static constexpr double kNvlinkBytesPerSecond = 50e9;  // per link, per direction
+  static constexpr double kPcieBytesPerSecond = 63e9;    // PCIe 5.0 x16, per direction
+
+ private:
+  struct SimLink {
+    std::string name;
+    v1::LinkKind kind;
+    uint32_t index;
+    std::string peer;
+    double max_bytes_per_second;
+    double share;  // share of capacity this link carries while the device is busy
+    uint64_t tx = 0;
+    uint64_t rx = 0;
+  };
+  struct SimDevice {
+    std::mt19937_64 rng;
+    std::string uuid;
+    std::string pci_bus_id;
+    double working_set_bytes = 0;  // what the simulated job settles at
+    double fragmentation_max = 0;  // where fragmentation creeps towards over hours
+    double busy_level = 0;         // typical compute utilization
+    double core_celsius = 35;
+    double energy_joules = 0;
+    uint64_t ecc_corrected = 0;
+    std::vector<SimLink> links;
+  };
+
+  void Step(SimDevice& device, uint32_t index, double elapsed_s, double dt_s,
+            v1::DeviceTelemetry& out);
+
+  SimOptions options_;
+  std::vector<SimDevice> devices_;
+  bool started_ = false;
+  int64_t start_ns_ = 0;
+  int64_t last_ns_ = 0;
+};
+
+}  // namespace accelmon::collectors

@@ -1,0 +1,51 @@
+// The central exporter: gRPC ingest from agents -> state -> Prometheus /metrics.
+#pragma once
+
+#include <grpcpp/server.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "daemon/exporter_stats.h"
+#include "daemon/node_store.h"
+
+namespace accelmon {
+
+class HttpServer;
+class IngestService;
+class StateCollectable;
+
+struct ExporterOptions {
+  std::string web_listen_address = "0.0.0.0:9477";   // HTTP /metrics, /healthz
+  std::string grpc_listen_address = "0.0.0.0:9478";  // agent streams
+  std::chrono::milliseconds node_expire_after = std::chrono::minutes(10);
+};
+
+class Exporter {
+ public:
+  explicit Exporter(ExporterOptions options);
+  ~Exporter();
+
+  // Binds both ports and starts serving. Throws std::runtime_error with a one-line reason.
+  void Start();
+  // Stops accepting, ends open streams, and stops serving HTTP.
+  void Stop();
+
+  int grpc_port() const { return grpc_port_; }
+  int web_port() const;
+  NodeStore& store() { return store_; }
+  ExporterStats& stats() { return stats_; }
+
+ private:
+  ExporterOptions options_;
+  NodeStore store_;
+  ExporterStats stats_;
+  std::unique_ptr<IngestService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<StateCollectable> collectable_;
+  std::unique_ptr<HttpServer> http_;
+  int grpc_port_ = 0;
+};
+
+}  // namespace accelmon

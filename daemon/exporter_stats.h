@@ -1,0 +1,34 @@
+// The exporter's self-metrics, updated lock-free on the ingest path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace accelmon {
+
+class ExporterStats {
+ public:
+  std::atomic<uint64_t> reports_applied{0};
+  std::atomic<uint64_t> reports_duplicate{0};
+  std::atomic<int64_t> streams_active{0};
+  std::atomic<double> last_scrape_seconds{0};
+
+  // Rejections are rare; a lock keeps the reason map simple.
+  void CountRejected(const std::string& reason) {
+    std::lock_guard lock(mu_);
+    ++rejected_[reason];
+  }
+  std::map<std::string, uint64_t> rejected() const {
+    std::lock_guard lock(mu_);
+    return rejected_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, uint64_t> rejected_;
+};
+
+}  // namespace accelmon

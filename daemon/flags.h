@@ -1,0 +1,28 @@
+// Parsing and validating command-line values: durations and listen/connect addresses.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace accelmon {
+
+// Parses a Prometheus-style duration: "1s", "250ms", "10m", "1h30m", "2d". No fractions, no sign.
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+// A "host:port" value. An empty host means every interface (":9477").
+struct HostPort {
+  std::string host;  // without brackets for IPv6 literals
+  uint16_t port = 0;
+  bool ipv6 = false;  // written in brackets, "[::1]:9477"
+
+  // "host:port" with brackets restored for IPv6; empty host becomes `any_host`.
+  std::string ToString(std::string_view any_host = "0.0.0.0") const;
+};
+
+// Parses "host:port", ":port", "[v6]:port". Returns the reason in `error` when malformed.
+std::optional<HostPort> ParseHostPort(std::string_view text, std::string* error);
+
+}  // namespace accelmon

@@ -1,0 +1,151 @@
+// accelmon: one binary, subcommands for each role (as Thanos and promtool do).
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "daemon/run.h"
+#include "daemon/version.h"
+
+namespace {
+
+using accelmon::ParseDuration;
+using accelmon::ParseHostPort;
+
+// CLI11 validators that say what is wrong in one line.
+const CLI::Validator kDuration(
+    [](std::string& value) -> std::string {
+      const auto d = ParseDuration(value);
+      if (!d) return "\"" + value + "\" is not a duration (examples: 500ms, 1s, 10m, 1h)";
+      if (d->count() == 0) return "duration must be greater than 0";
+      return {};
+    },
+    "DURATION");
+
+const CLI::Validator kHostPort(
+    [](std::string& value) -> std::string {
+      std::string error;
+      return ParseHostPort(value, &error) ? std::string() : error;
+    },
+    "HOST:PORT");
+
+const CLI::Validator kConnectAddress(
+    [](std::string& value) -> std::string {
+      std::string error;
+      auto hp = ParseHostPort(value, &error);
+      if (!hp) return error;
+      if (hp->host.empty()) return "\"" + value + "\": a host is needed to connect to";
+      if (hp->port == 0) return "\"" + value + "\": port 0 cannot be connected to";
+      return {};
+    },
+    "HOST:PORT");
+
+const CLI::Validator kDirectory(
+    [](std::string& value) -> std::string {
+      std::error_code ec;
+      if (!std::filesystem::is_directory(value, ec)) return "\"" + value + "\" is not a directory";
+      return {};
+    },
+    "DIR");
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+void AddCollectorFlags(CLI::App& cmd, accelmon::CollectorFlags& f) {
+  cmd.add_option("--node.name", f.node_name, "Node name reported for this host")
+      ->default_str("hostname: " + f.node_name);
+  cmd.add_option("--collect.interval", f.interval, "How often to collect and report")
+      ->check(kDuration)
+      ->capture_default_str();
+  cmd.add_option("--path.procfs", f.procfs, "procfs mount point")
+      ->check(kDirectory)
+      ->capture_default_str();
+  cmd.add_option("--path.sysfs", f.sysfs, "sysfs mount point")
+      ->check(kDirectory)
+      ->capture_default_str();
+  cmd.add_option("--sim", f.sim_devices, "Add N simulated accelerators (demos, tests)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  cmd.add_option("--sim.seed", f.sim_seed,
+                 "Seed of the simulated devices (default: derived from the node name)");
+}
+
+void AddExporterFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {
+  cmd.add_option("--web.listen-address", f.web_listen, "Address for /metrics and /healthz")
+      ->check(kHostPort)
+      ->capture_default_str();
+  cmd.add_option("--grpc.listen-address", f.grpc_listen, "Address for agent streams (gRPC)")
+      ->check(kHostPort)
+      ->capture_default_str();
+  cmd.add_option("--node.expire-after", f.expire_after,
+                 "Drop a silent node's series from /metrics after this long")
+      ->check(kDuration)
+      ->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "accelmon: monitoring and diagnostics for GPU and NPU training clusters.\n"
+      "Agents collect device and host telemetry on every node and stream it to an exporter,\n"
+      "which serves Prometheus /metrics. `standalone` runs both in one process."};
+  app.set_version_flag("--version", std::string("accelmon ") + accelmon::kVersion);
+  app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("accelmon: ") + e.what() + " (see --help)\n";
+  });
+
+  std::string log_level = "info";
+  app.add_option("--log.level", log_level, "Log level")
+      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+      ->capture_default_str();
+
+  accelmon::CollectorFlags collector_flags;
+  collector_flags.node_name = HostName();
+  accelmon::ExporterFlags exporter_flags;
+  std::string exporter_address = "localhost:9478";
+
+  CLI::App* agent = app.add_subcommand(
+      "agent", "Collect this node's telemetry and stream it to an exporter");
+  AddCollectorFlags(*agent, collector_flags);
+  agent->add_option("--exporter.address", exporter_address, "Exporter to stream to")
+      ->check(kConnectAddress)
+      ->capture_default_str();
+
+  CLI::App* exporter = app.add_subcommand(
+      "exporter", "Receive agents' streams and serve Prometheus /metrics");
+  AddExporterFlags(*exporter, exporter_flags);
+
+  accelmon::ExporterFlags standalone_exporter_flags;
+  // In one process the ingest port only needs to be reachable from this host.
+  standalone_exporter_flags.grpc_listen = "127.0.0.1:0";
+  CLI::App* standalone = app.add_subcommand(
+      "standalone", "Agent and exporter in one process on this host: the first thing to run");
+  AddCollectorFlags(*standalone, collector_flags);
+  AddExporterFlags(*standalone, standalone_exporter_flags);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;  // usage errors exit 2, as the Prometheus tools do
+  }
+
+  auto logger = spdlog::stderr_color_mt("accelmon");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v");
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  if (agent->parsed()) return accelmon::RunAgent(collector_flags, exporter_address);
+  if (exporter->parsed()) return accelmon::RunExporter(exporter_flags);
+  return accelmon::RunStandalone(collector_flags, standalone_exporter_flags);
+}

@@ -1,0 +1,56 @@
+#include "daemon/node_store.h"
+
+namespace accelmon {
+
+std::string ValidateReport(const v1::NodeReport& report) {
+  if (report.node().empty()) return "missing_node";
+  if (report.agent_instance_id().empty()) return "missing_instance";
+  if (report.sequence() == 0) return "missing_sequence";
+  if (!report.has_timestamp()) return "missing_timestamp";
+  return {};
+}
+
+NodeStore::NodeStore(std::chrono::milliseconds expire_after) : expire_after_(expire_after) {}
+
+ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
+  if (std::string reason = ValidateReport(*report); !reason.empty()) {
+    return {ApplyOutcome::kRejected, std::move(reason)};
+  }
+  std::shared_ptr<const v1::NodeReport> previous;  // released outside the lock
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(report->node());
+  if (it == nodes_.end()) {
+    it = nodes_.emplace(report->node(), Slot{}).first;
+  } else if (it->second.instance == report->agent_instance_id() &&
+             report->sequence() <= it->second.last_sequence) {
+    return {ApplyOutcome::kDuplicate, {}};
+  }
+  Slot& slot = it->second;
+  slot.instance = report->agent_instance_id();
+  slot.last_sequence = report->sequence();
+  previous = std::exchange(slot.entry.report, std::move(report));
+  slot.entry.received_at = now;
+  return {ApplyOutcome::kApplied, {}};
+}
+
+std::vector<NodeEntry> NodeStore::Snapshot(Clock::time_point now) {
+  std::vector<NodeEntry> out;
+  std::lock_guard lock(mu_);
+  out.reserve(nodes_.size());
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (now - it->second.entry.received_at > expire_after_) {
+      it = nodes_.erase(it);
+      continue;
+    }
+    out.push_back(it->second.entry);
+    ++it;
+  }
+  return out;
+}
+
+size_t NodeStore::size() const {
+  std::lock_guard lock(mu_);
+  return nodes_.size();
+}
+
+}  // namespace accelmon
