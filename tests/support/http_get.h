@@ -1,0 +1,17 @@
+// A minimal HTTP/1.0 GET over a real TCP socket, for scraping /metrics in tests.
+#pragma once
+
+#include <string>
+
+namespace accelmon::testing {
+
+struct HttpResponse {
+  int status = 0;
+  std::string headers;
+  std::string body;
+};
+
+// GET http://host:port/path. Throws std::runtime_error when the connection fails.
+HttpResponse HttpGet(const std::string& host, int port, const std::string& path);
+
+}  // namespace accelmon::testing

@@ -1,0 +1,63 @@
+#include "daemon/flags.h"
+
+#include <gtest/gtest.h>
+
+namespace accelmon {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(ParseDuration, PrometheusStyleUnits) {
+  EXPECT_EQ(ParseDuration("1s"), milliseconds(1000));
+  EXPECT_EQ(ParseDuration("250ms"), milliseconds(250));
+  EXPECT_EQ(ParseDuration("10m"), milliseconds(600'000));
+  EXPECT_EQ(ParseDuration("1h30m"), milliseconds(5'400'000));
+  EXPECT_EQ(ParseDuration("2d"), milliseconds(172'800'000));
+  EXPECT_EQ(ParseDuration("0s"), milliseconds(0));
+}
+
+TEST(ParseDuration, RejectsWhatPrometheusRejects) {
+  for (const char* bad : {"", "1", "s", "1.5s", "-1s", "1x", "1s ", " 1s", "99999999999999999d"}) {
+    EXPECT_FALSE(ParseDuration(bad)) << bad;
+  }
+}
+
+TEST(ParseHostPort, AcceptsTheUsualForms) {
+  auto any = ParseHostPort(":9477", nullptr);
+  ASSERT_TRUE(any);
+  EXPECT_EQ(any->host, "");
+  EXPECT_EQ(any->port, 9477);
+  EXPECT_EQ(any->ToString(), "0.0.0.0:9477");
+
+  auto v4 = ParseHostPort("127.0.0.1:0", nullptr);
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(v4->ToString(), "127.0.0.1:0");
+
+  auto name = ParseHostPort("exporter-1.example.org:9478", nullptr);
+  ASSERT_TRUE(name);
+  EXPECT_EQ(name->host, "exporter-1.example.org");
+
+  auto v6 = ParseHostPort("[::1]:9478", nullptr);
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->ToString(), "[::1]:9478");
+}
+
+TEST(ParseHostPort, ExplainsWhatIsWrong) {
+  struct Case {
+    const char* input;
+    const char* reason;
+  };
+  for (const Case& c : {Case{"foo", "expected host:port"}, Case{":99999", "port must be"},
+                        Case{"host:", "port must be"}, Case{"::1:80", "brackets"},
+                        Case{"[::1:80", "missing ']'"}, Case{"h st:80", "invalid character"},
+                        Case{"host:80x", "port must be"}}) {
+    std::string error;
+    EXPECT_FALSE(ParseHostPort(c.input, &error)) << c.input;
+    EXPECT_NE(error.find(c.reason), std::string::npos) << c.input << " -> " << error;
+    EXPECT_NE(error.find(c.input), std::string::npos) << "the error quotes the input";
+  }
+}
+
+}  // namespace
+}  // namespace accelmon

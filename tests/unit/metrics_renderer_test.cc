@@ -1,0 +1,192 @@
+#include "daemon/metrics_renderer.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "support/prom_text.h"
+
+namespace accelmon {
+namespace {
+
+using testing::CountSamples;
+using testing::FindValue;
+using testing::ParseExposition;
+
+const std::string kGolden = std::string(ACCELMON_GOLDEN_DIR) + "/render.prom";
+const Clock::time_point kNow = Clock::time_point(std::chrono::seconds(1'700'000'001));
+
+// A node with one fully reported device and one that reports almost nothing.
+v1::NodeReport FullNode() {
+  v1::NodeReport r;
+  r.set_node("gpu-node-01");
+  r.set_agent_instance_id("0123456789abcdef");
+  r.set_sequence(7);
+  r.mutable_timestamp()->set_seconds(1'700'000'000);
+  r.mutable_timestamp()->set_nanos(500'000'000);
+  r.mutable_interval()->set_seconds(1);
+  auto* ok = r.add_collectors();
+  ok->set_name("meminfo");
+  ok->set_success(true);
+  ok->set_duration_seconds(0.000125);
+  auto* failed = r.add_collectors();
+  failed->set_name("nvml");
+  failed->set_success(false);
+  failed->set_duration_seconds(0.5);
+  failed->set_error("dlopen libnvidia-ml.so.1: not found");
+  r.mutable_agent()->set_dropped_reports_total(3);
+  r.mutable_agent()->set_spool_reports(1);
+  r.mutable_host()->mutable_memory()->set_total_bytes(540'000'000'000);
+  r.mutable_host()->mutable_memory()->set_available_bytes(400'000'000'000);
+
+  auto* d = r.add_devices();
+  auto* id = d->mutable_identity();
+  id->set_vendor("nvidia");
+  id->set_model("NVIDIA H200");
+  id->set_uuid("GPU-11111111-2222-3333-4444-555555555555");
+  id->set_index(0);
+  id->set_pci_bus_id("0000:18:00.0");
+  id->set_firmware_version("96.00.99.00.01");
+  id->set_driver_version("570.86.15");
+  d->set_up(true);
+  auto* m = d->mutable_memory();
+  m->set_total_bytes(150'000'000'000);
+  m->set_used_bytes(80'000'000'000);
+  m->set_free_bytes(69'500'000'000);
+  m->set_reserved_bytes(500'000'000);
+  m->set_largest_free_block_bytes(20'000'000'000);
+  m->set_fragmentation_ratio(0.7122302158273381);
+  auto* t = d->mutable_thermal();
+  t->set_core_celsius(71);
+  t->set_memory_celsius(78.5);
+  t->set_slowdown_threshold_celsius(87);
+  t->set_shutdown_threshold_celsius(95);
+  (*t->mutable_throttle_reasons())["sw_power_cap"] = true;
+  (*t->mutable_throttle_reasons())["hw_thermal"] = false;
+  d->mutable_power()->set_usage_watts(612.25);
+  d->mutable_power()->set_limit_watts(700);
+  d->mutable_power()->set_energy_joules_total(123456789.5);
+  d->mutable_utilization()->set_compute_ratio(0.93);
+  d->mutable_utilization()->set_memory_bandwidth_ratio(0.61);
+  d->mutable_clocks()->set_compute_hz(1.98e9);
+  d->mutable_errors()->set_ecc_corrected_total(2);
+  d->mutable_errors()->set_ecc_uncorrected_total(0);
+  auto* nv = d->add_links();
+  nv->set_kind(v1::LINK_KIND_NVLINK);
+  nv->set_name("nvlink0");
+  nv->set_peer("0000:28:00.0");
+  nv->set_up(true);
+  nv->set_transmit_bytes_total(1'000'000'000'000);
+  nv->set_receive_bytes_total(999'000'000'000);
+  nv->set_max_bandwidth_bytes_per_second(50e9);
+  (*nv->mutable_errors_total())["replay"] = 4;
+  (*nv->mutable_errors_total())["crc"] = 1;
+  auto* pcie = d->add_links();
+  pcie->set_kind(v1::LINK_KIND_PCIE);
+  pcie->set_name("pcie");
+  pcie->set_peer("host");
+  pcie->set_up(false);
+
+  auto* sparse = r.add_devices();
+  sparse->mutable_identity()->set_vendor("huawei");
+  sparse->mutable_identity()->set_model("Ascend910B");
+  sparse->mutable_identity()->set_uuid("npu-1");
+  sparse->mutable_identity()->set_index(1);
+  sparse->mutable_memory()->set_total_bytes(68'719'476'736);
+  sparse->mutable_memory()->set_used_bytes(0);  // an idle device: zero, and present
+  return r;
+}
+
+std::vector<NodeEntry> Nodes() {
+  v1::NodeReport quiet;
+  quiet.set_node("gpu-node-02");
+  quiet.set_agent_instance_id("fedcba9876543210");
+  quiet.set_sequence(1);
+  quiet.mutable_timestamp()->set_seconds(1'699'999'990);
+  quiet.mutable_interval()->set_seconds(2);
+  return {
+      {std::make_shared<const v1::NodeReport>(FullNode()), kNow - std::chrono::milliseconds(500)},
+      // Last heard 10 s ago with a 2 s interval: more than three intervals missed.
+      {std::make_shared<const v1::NodeReport>(quiet), kNow - std::chrono::seconds(10)}};
+}
+
+std::string Serialize(const std::vector<prometheus::MetricFamily>& families) {
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+TEST(MetricsRenderer, MatchesGoldenExposition) {
+  const std::string actual = Serialize(RenderNodes(Nodes(), kNow));
+  if (std::getenv("ACCELMON_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(kGolden) << actual;
+    GTEST_SKIP() << "rewrote " << kGolden;
+  }
+  std::ifstream in(kGolden);
+  ASSERT_TRUE(in) << "missing " << kGolden << "; run with ACCELMON_UPDATE_GOLDEN=1";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "rerun with ACCELMON_UPDATE_GOLDEN=1 if the change is "
+                                       "intended, and review the diff of tests/golden/";
+}
+
+TEST(MetricsRenderer, AbsentValuesAreAbsentNotZero) {
+  const auto samples = ParseExposition(Serialize(RenderNodes(Nodes(), kNow)));
+  const std::map<std::string, std::string> npu{{"node", "gpu-node-01"}, {"device", "1"}};
+  EXPECT_EQ(FindValue(samples, "accelmon_device_memory_used_bytes", npu), 0.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_device_memory_total_bytes", npu), 68'719'476'736.0);
+  for (const char* absent :
+       {"accelmon_device_memory_free_bytes", "accelmon_device_temperature_celsius",
+        "accelmon_device_power_watts", "accelmon_device_utilization_ratio",
+        "accelmon_device_up", "accelmon_device_memory_fragmentation_ratio"}) {
+    EXPECT_FALSE(FindValue(samples, absent, npu)) << absent;
+  }
+  // The quiet node reported no host memory at all.
+  EXPECT_FALSE(FindValue(samples, "accelmon_host_memory_total_bytes", {{"node", "gpu-node-02"}}));
+  // Only the values that were reported: no swap, no clocks for memory.
+  EXPECT_EQ(CountSamples(samples, "accelmon_host_memory_swap_total_bytes"), 0u);
+  EXPECT_FALSE(FindValue(samples, "accelmon_device_clock_hertz", {{"kind", "memory"}}));
+}
+
+TEST(MetricsRenderer, NodeUpFollowsMissedIntervals) {
+  const auto samples = ParseExposition(Serialize(RenderNodes(Nodes(), kNow)));
+  EXPECT_EQ(FindValue(samples, "accelmon_node_up", {{"node", "gpu-node-01"}}), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_node_up", {{"node", "gpu-node-02"}}), 0.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_node_last_report_timestamp_seconds",
+                      {{"node", "gpu-node-01"}}),
+            1'700'000'000.5);
+}
+
+TEST(MetricsRenderer, LinksCarryKindPeerAndErrorType) {
+  const auto samples = ParseExposition(Serialize(RenderNodes(Nodes(), kNow)));
+  EXPECT_EQ(FindValue(samples, "accelmon_device_link_transmit_bytes_total",
+                      {{"link", "nvlink0"}, {"kind", "nvlink"}, {"peer", "0000:28:00.0"}}),
+            1e12);
+  EXPECT_EQ(FindValue(samples, "accelmon_device_link_up", {{"link", "pcie"}, {"kind", "pcie"}}),
+            0.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_device_link_errors_total", {{"type", "replay"}}), 4.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_device_throttled", {{"reason", "sw_power_cap"}}), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_device_throttled", {{"reason", "hw_thermal"}}), 0.0);
+}
+
+TEST(MetricsRenderer, ExporterSelfMetrics) {
+  ExporterStats stats;
+  stats.reports_applied = 10;
+  stats.reports_duplicate = 2;
+  stats.CountRejected("missing_node");
+  stats.CountRejected("missing_node");
+  const auto samples = ParseExposition(Serialize(RenderExporterStats(stats, 3)));
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_ingested_total"), 10.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_duplicate_total"), 2.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_rejected_total",
+                      {{"reason", "missing_node"}}),
+            2.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_nodes"), 3.0);
+  EXPECT_EQ(CountSamples(samples, "accelmon_build_info"), 1u);
+}
+
+}  // namespace
+}  // namespace accelmon

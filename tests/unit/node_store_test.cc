@@ -1,0 +1,77 @@
+#include "daemon/node_store.h"
+
+#include <gtest/gtest.h>
+
+namespace accelmon {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+std::shared_ptr<const v1::NodeReport> Report(const std::string& node, const std::string& instance,
+                                             uint64_t seq) {
+  auto r = std::make_shared<v1::NodeReport>();
+  r->set_node(node);
+  r->set_agent_instance_id(instance);
+  r->set_sequence(seq);
+  r->mutable_timestamp()->set_seconds(1'700'000'000 + static_cast<int64_t>(seq));
+  return r;
+}
+
+const Clock::time_point kT0 = Clock::time_point(seconds(1'700'000'000));
+
+TEST(NodeStore, KeepsTheLatestReportPerNode) {
+  NodeStore store(minutes(10));
+  EXPECT_EQ(store.Apply(Report("a", "i1", 1), kT0).outcome, ApplyOutcome::kApplied);
+  EXPECT_EQ(store.Apply(Report("b", "i2", 1), kT0).outcome, ApplyOutcome::kApplied);
+  EXPECT_EQ(store.Apply(Report("a", "i1", 2), kT0).outcome, ApplyOutcome::kApplied);
+  const auto snap = store.Snapshot(kT0);
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].report->node(), "a");
+  EXPECT_EQ(snap[0].report->sequence(), 2u);
+  EXPECT_EQ(snap[1].report->node(), "b");
+}
+
+TEST(NodeStore, ResentReportsAreDuplicates) {
+  NodeStore store(minutes(10));
+  ASSERT_EQ(store.Apply(Report("a", "i1", 5), kT0).outcome, ApplyOutcome::kApplied);
+  EXPECT_EQ(store.Apply(Report("a", "i1", 5), kT0).outcome, ApplyOutcome::kDuplicate);
+  EXPECT_EQ(store.Apply(Report("a", "i1", 3), kT0).outcome, ApplyOutcome::kDuplicate);
+  EXPECT_EQ(store.Snapshot(kT0)[0].report->sequence(), 5u);
+}
+
+TEST(NodeStore, ARestartedAgentStartsAFreshSequence) {
+  NodeStore store(minutes(10));
+  ASSERT_EQ(store.Apply(Report("a", "old", 500), kT0).outcome, ApplyOutcome::kApplied);
+  EXPECT_EQ(store.Apply(Report("a", "new", 1), kT0).outcome, ApplyOutcome::kApplied);
+  EXPECT_EQ(store.Snapshot(kT0)[0].report->agent_instance_id(), "new");
+}
+
+TEST(NodeStore, RejectsReportsThatCannotBeAttributed) {
+  NodeStore store(minutes(10));
+  EXPECT_EQ(store.Apply(Report("", "i", 1), kT0).reason, "missing_node");
+  EXPECT_EQ(store.Apply(Report("a", "", 1), kT0).reason, "missing_instance");
+  EXPECT_EQ(store.Apply(Report("a", "i", 0), kT0).reason, "missing_sequence");
+  auto no_time = std::make_shared<v1::NodeReport>(*Report("a", "i", 1));
+  no_time->clear_timestamp();
+  const auto result = store.Apply(no_time, kT0);
+  EXPECT_EQ(result.outcome, ApplyOutcome::kRejected);
+  EXPECT_EQ(result.reason, "missing_timestamp");
+  EXPECT_EQ(store.size(), 0u);
+}
+
+TEST(NodeStore, SilentNodesExpire) {
+  NodeStore store(minutes(10));
+  store.Apply(Report("a", "i", 1), kT0);
+  store.Apply(Report("b", "i", 1), kT0 + minutes(5));
+  EXPECT_EQ(store.Snapshot(kT0 + minutes(10)).size(), 2u);
+  const auto later = store.Snapshot(kT0 + minutes(11));
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].report->node(), "b");
+  EXPECT_EQ(store.size(), 1u);
+  // A node that comes back after expiring is simply new again.
+  EXPECT_EQ(store.Apply(Report("a", "i", 2), kT0 + minutes(12)).outcome, ApplyOutcome::kApplied);
+}
+
+}  // namespace
+}  // namespace accelmon

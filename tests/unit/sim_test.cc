@@ -1,0 +1,147 @@
+#include "collectors/sim.h"
+
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace accelmon::collectors {
+namespace {
+
+constexpr int64_t kStart = 1'700'000'000;
+
+// Runs `ticks` collections, one every `step_s` seconds, and returns every report.
+std::vector<v1::NodeReport> Simulate(SimOptions options, int ticks, int64_t step_s = 1) {
+  SimCollector sim(options);
+  std::vector<v1::NodeReport> reports;
+  for (int i = 0; i < ticks; ++i) {
+    v1::NodeReport r;
+    r.mutable_timestamp()->set_seconds(kStart + i * step_s);
+    sim.Collect(r);
+    reports.push_back(std::move(r));
+  }
+  return reports;
+}
+
+TEST(Sim, SameSeedSameTelemetry) {
+  const auto a = Simulate({.devices = 8, .seed = 42}, 50);
+  const auto b = Simulate({.devices = 8, .seed = 42}, 50);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(a[i], b[i])) << "tick " << i;
+  }
+}
+
+TEST(Sim, DifferentSeedsDiffer) {
+  const auto a = Simulate({.devices = 2, .seed = 1}, 5);
+  const auto b = Simulate({.devices = 2, .seed = 2}, 5);
+  EXPECT_NE(a.back().devices(0).identity().uuid(), b.back().devices(0).identity().uuid());
+  EXPECT_NE(a.back().devices(0).memory().used_bytes(), b.back().devices(0).memory().used_bytes());
+}
+
+TEST(Sim, NodeSeedsAreStableAndDistinct) {
+  EXPECT_EQ(SimSeedForNode("node-1"), SimSeedForNode("node-1"));
+  EXPECT_NE(SimSeedForNode("node-1"), SimSeedForNode("node-2"));
+}
+
+TEST(Sim, IdentityIsCompleteAndUnique) {
+  const auto r = Simulate({.devices = 8, .seed = 3}, 1).back();
+  ASSERT_EQ(r.devices_size(), 8);
+  std::set<std::string> uuids, buses;
+  for (int i = 0; i < 8; ++i) {
+    const auto& id = r.devices(i).identity();
+    EXPECT_EQ(id.index(), static_cast<uint32_t>(i));
+    EXPECT_EQ(id.vendor(), "sim");
+    EXPECT_FALSE(id.model().empty());
+    EXPECT_FALSE(id.firmware_version().empty());
+    uuids.insert(id.uuid());
+    buses.insert(id.pci_bus_id());
+    // Full NVLink mesh among 8 devices plus one PCIe link to the host.
+    EXPECT_EQ(r.devices(i).links_size(), 8);
+  }
+  EXPECT_EQ(uuids.size(), 8u);
+  EXPECT_EQ(buses.size(), 8u);
+}
+
+TEST(Sim, LinkPeersNameOtherDevices) {
+  const auto r = Simulate({.devices = 4, .seed = 3}, 1).back();
+  std::set<std::string> buses;
+  for (const auto& d : r.devices()) buses.insert(d.identity().pci_bus_id());
+  for (const auto& d : r.devices()) {
+    for (const auto& l : d.links()) {
+      if (l.kind() == v1::LINK_KIND_NVLINK) {
+        EXPECT_TRUE(buses.contains(l.peer()));
+        EXPECT_NE(l.peer(), d.identity().pci_bus_id());
+      } else {
+        EXPECT_EQ(l.peer(), "host");
+      }
+    }
+  }
+}
+
+TEST(Sim, LargeNodesUseRingNeighbours) {
+  const auto r = Simulate({.devices = 16, .seed = 3}, 1).back();
+  EXPECT_EQ(r.devices(0).links_size(), 6 + 1);  // ±1..3 neighbours plus PCIe
+}
+
+TEST(Sim, CountersOnlyIncreaseAndValuesStayPlausible) {
+  const auto reports = Simulate({.devices = 8, .seed = 9}, 2000, 5);  // ~2.8 simulated hours
+  for (size_t t = 1; t < reports.size(); ++t) {
+    for (int d = 0; d < 8; ++d) {
+      const auto& prev = reports[t - 1].devices(d);
+      const auto& cur = reports[t].devices(d);
+      ASSERT_GE(cur.power().energy_joules_total(), prev.power().energy_joules_total());
+      ASSERT_GE(cur.errors().ecc_corrected_total(), prev.errors().ecc_corrected_total());
+      for (int l = 0; l < cur.links_size(); ++l) {
+        ASSERT_GE(cur.links(l).transmit_bytes_total(), prev.links(l).transmit_bytes_total());
+        ASSERT_GE(cur.links(l).receive_bytes_total(), prev.links(l).receive_bytes_total());
+        ASSERT_LE(cur.links(l).transmit_bytes_total() - prev.links(l).transmit_bytes_total(),
+                  static_cast<uint64_t>(cur.links(l).max_bandwidth_bytes_per_second() * 5 * 1.1))
+            << "a link cannot carry more than its capacity";
+      }
+      const auto& m = cur.memory();
+      ASSERT_EQ(m.used_bytes() + m.free_bytes() + m.reserved_bytes(), m.total_bytes());
+      ASSERT_LE(m.largest_free_block_bytes(), m.free_bytes());
+      ASSERT_GE(m.fragmentation_ratio(), 0.0);
+      ASSERT_LE(m.fragmentation_ratio(), 1.0);
+      ASSERT_GE(cur.utilization().compute_ratio(), 0.0);
+      ASSERT_LE(cur.utilization().compute_ratio(), 1.0);
+      ASSERT_LE(cur.power().usage_watts(), cur.power().limit_watts());
+      ASSERT_GT(cur.thermal().core_celsius(), 20.0);
+      ASSERT_LT(cur.thermal().core_celsius(), cur.thermal().shutdown_threshold_celsius());
+    }
+  }
+}
+
+TEST(Sim, MemoryLoadsThenFragmentationCreepsUp) {
+  const auto reports = Simulate({.devices = 1, .seed = 5}, 721, 30);  // 6 hours, every 30 s
+  const auto& first = reports.front().devices(0).memory();
+  const auto& loaded = reports[10].devices(0).memory();  // after the 90 s ramp
+  const auto& late = reports.back().devices(0).memory();
+  EXPECT_LT(first.used_bytes(), 8ULL << 30);
+  EXPECT_GT(loaded.used_bytes(), 60ULL << 30);
+  EXPECT_LT(reports[10].devices(0).memory().fragmentation_ratio(), 0.05);
+  EXPECT_GT(late.fragmentation_ratio(), 0.2) << "fragmentation builds over hours";
+  EXPECT_LT(late.largest_free_block_bytes(), late.free_bytes());
+}
+
+TEST(Sim, ClockSteppingBackDoesNotRewindCounters) {
+  SimCollector sim({.devices = 1, .seed = 1});
+  v1::NodeReport a, b, c;
+  a.mutable_timestamp()->set_seconds(kStart);
+  b.mutable_timestamp()->set_seconds(kStart + 100);
+  c.mutable_timestamp()->set_seconds(kStart + 50);  // NTP stepped the clock back
+  sim.Collect(a);
+  sim.Collect(b);
+  sim.Collect(c);
+  EXPECT_GE(c.devices(0).power().energy_joules_total(), b.devices(0).power().energy_joules_total());
+  EXPECT_GE(c.devices(0).links(0).transmit_bytes_total(),
+            b.devices(0).links(0).transmit_bytes_total());
+}
+
+TEST(Sim, ZeroDevicesReportsNothing) {
+  EXPECT_EQ(Simulate({.devices = 0, .seed = 1}, 3).back().devices_size(), 0);
+}
+
+}  // namespace
+}  // namespace accelmon::collectors
