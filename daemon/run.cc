@@ -104,9 +104,10 @@ int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& ex
   uplink.Start();
   agent.Start();
 
+  // The port actually bound, so that ":0" prints something usable.
   auto web = *ParseHostPort(exporter_flags.web_listen, nullptr);
-  const std::string host = web.host.empty() || web.host == "0.0.0.0" ? "localhost" : web.host;
-  web.host = host;
+  if (web.host.empty() || web.host == "0.0.0.0") web.host = "localhost";
+  web.port = static_cast<uint16_t>(exporter.web_port());
   std::printf("accelmon standalone: metrics at http://%s/metrics (Ctrl-C to stop)\n",
               web.ToString().c_str());
   std::fflush(stdout);

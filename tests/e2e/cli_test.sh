@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The command line: help, version, and bad input that stops start-up with a reason and exit 2.
+source "$(dirname "$0")/lib.sh"
+
+"$ACCELMON" --help | grep -q "standalone" || fail "--help does not list the subcommands"
+for cmd in agent exporter standalone; do
+  "$ACCELMON" "$cmd" --help >"$WORK/help.txt" || fail "$cmd --help exited non-zero"
+  grep -q -- "--" "$WORK/help.txt" || fail "$cmd --help lists no flags"
+done
+"$ACCELMON" standalone --help | grep -q -- "--web.listen-address" || fail "missing flag in help"
+"$ACCELMON" agent --help | grep -q -- "--exporter.address" || fail "missing flag in help"
+"$ACCELMON" --version | grep -Eq '^accelmon [0-9]+\.[0-9]+\.[0-9]+' || fail "--version"
+
+# expect_usage_error "WHAT THE MESSAGE SAYS" ARGS...: exit 2 and one line naming the problem.
+expect_usage_error() {
+  local expected=$1
+  shift
+  set +e
+  "$ACCELMON" "$@" >"$WORK/out.txt" 2>"$WORK/err.txt"
+  local rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "'accelmon $*' exited $rc, expected 2"
+  grep -q -- "$expected" "$WORK/err.txt" || fail "'accelmon $*' said: $(cat "$WORK/err.txt")"
+  [ "$(wc -l <"$WORK/err.txt")" -eq 1 ] || fail "'accelmon $*' printed more than one line"
+}
+
+expect_usage_error "bogus" agent --bogus
+expect_usage_error "required" ""
+expect_usage_error "expected host:port" exporter --web.listen-address foo
+expect_usage_error "port must be a number" exporter --grpc.listen-address :99999
+expect_usage_error "a host is needed" agent --exporter.address :9478
+expect_usage_error "is not a duration" agent --collect.interval 10
+expect_usage_error "greater than 0" standalone --collect.interval 0s
+expect_usage_error "is not a directory" agent --path.procfs /nonexistent/proc
+expect_usage_error "not in range" standalone --sim 65
+expect_usage_error "debug,info,warn,error" --log.level loud standalone
+
+# A port already taken is a runtime failure (exit 1) with a reason, not a hang.
+start first exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
+web_port=$(wait_for_log first 'metrics on 127.0.0.1:0 \(port [0-9]+' | grep -Eo '[0-9]+$')
+set +e
+timeout 20 "$ACCELMON" exporter --web.listen-address "127.0.0.1:$web_port" \
+  --grpc.listen-address 127.0.0.1:0 >"$WORK/out.txt" 2>"$WORK/err.txt"
+rc=$?
+set -e
+[ $rc -eq 1 ] || fail "exporter on a taken port exited $rc, expected 1"
+grep -q "cannot listen for HTTP on 127.0.0.1:$web_port" "$WORK/err.txt" ||
+  fail "no clear reason for the taken port: $(cat "$WORK/err.txt")"
+stop first
+echo "cli_test: ok"

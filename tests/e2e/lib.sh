@@ -1,0 +1,61 @@
+# Shared helpers for the end-to-end tests: real binaries, real HTTP, bounded waits.
+# Usage: source lib.sh; each test gets ACCELMON (the binary) and a scratch dir $WORK.
+set -euo pipefail
+
+ACCELMON=${ACCELMON:?set ACCELMON to the accelmon binary}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/accelmon-e2e.XXXXXX")
+PIDS=()
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$WORK"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 30 "$f" >&2; }; done
+  exit 1
+}
+
+# start NAME ARGS...: runs accelmon in the background, logging to $WORK/NAME.log.
+start() {
+  local name=$1
+  shift
+  "$ACCELMON" "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+  eval "${name}_PID=$!"
+}
+
+# wait_for_log NAME REGEX [SECONDS]: waits until the log matches; prints the matching line.
+wait_for_log() {
+  local name=$1 regex=$2 deadline=$((SECONDS + ${3:-20}))
+  while [ $SECONDS -lt $deadline ]; do
+    if grep -Eo "$regex" "$WORK/$name.log" 2>/dev/null | head -n 1 | grep .; then return 0; fi
+    sleep 0.1
+  done
+  fail "timed out waiting for /$regex/ in $name.log"
+}
+
+# wait_for_metric URL REGEX [SECONDS]: waits until a scrape of URL has a line matching REGEX.
+wait_for_metric() {
+  local url=$1 regex=$2 deadline=$((SECONDS + ${3:-20}))
+  while [ $SECONDS -lt $deadline ]; do
+    if curl -fsS "$url" 2>/dev/null | grep -Eq "$regex"; then return 0; fi
+    sleep 0.2
+  done
+  fail "timed out waiting for /$regex/ at $url"
+}
+
+# stop NAME [SECONDS]: SIGTERM, then expects a clean exit (status 0) within the time.
+stop() {
+  local name=$1 pid_var="${1}_PID" deadline=$((SECONDS + ${2:-10}))
+  local pid=${!pid_var}
+  kill -TERM "$pid"
+  while kill -0 "$pid" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || fail "$name did not stop within ${2:-10}s of SIGTERM"
+    sleep 0.1
+  done
+  wait "$pid" || fail "$name exited with status $? after SIGTERM"
+}

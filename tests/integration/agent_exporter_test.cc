@@ -1,0 +1,293 @@
+// A real exporter and a real agent in one process, talking gRPC over loopback (port 0), scraped
+// over real HTTP: what the agent sent is what /metrics shows.
+#include <grpcpp/create_channel.h>
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include "collectors/meminfo.h"
+#include "collectors/sim.h"
+#include "daemon/agent.h"
+#include "daemon/exporter.h"
+#include "support/http_get.h"
+#include "support/prom_text.h"
+
+namespace accelmon {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FindValue;
+using testing::HttpGet;
+using testing::ParseExposition;
+
+const std::string kFixtures = ACCELMON_FIXTURES_DIR;
+
+ExporterOptions LoopbackExporter(int grpc_port = 0) {
+  return ExporterOptions{.web_listen_address = "127.0.0.1:0",
+                         .grpc_listen_address = "127.0.0.1:" + std::to_string(grpc_port),
+                         .node_expire_after = std::chrono::minutes(10)};
+}
+
+collectors::CollectorSet FixtureCollectors(int sim_devices) {
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  list.push_back(std::make_unique<collectors::MeminfoCollector>(
+      collectors::PathResolver(kFixtures + "/procfs", kFixtures + "/sysfs")));
+  list.push_back(std::make_unique<collectors::SimCollector>(
+      collectors::SimOptions{.devices = sim_devices, .seed = 11}));
+  return collectors::CollectorSet(std::move(list));
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+// Keeps every report the agent hands to its uplink.
+class Tap {
+ public:
+  std::function<void(const v1::NodeReport&)> Observer() {
+    return [this](const v1::NodeReport& r) {
+      std::lock_guard lock(mu_);
+      reports_.push_back(r);
+    };
+  }
+  std::vector<v1::NodeReport> reports() {
+    std::lock_guard lock(mu_);
+    return reports_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<v1::NodeReport> reports_;
+};
+
+TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
+  Exporter exporter(LoopbackExporter());
+  exporter.Start();
+  ASSERT_GT(exporter.grpc_port(), 0);
+  ASSERT_GT(exporter.web_port(), 0);
+
+  Uplink uplink(UplinkOptions{.exporter_address =
+                                  "127.0.0.1:" + std::to_string(exporter.grpc_port())});
+  Agent agent(AgentOptions{.node = "it-node", .interval = 50ms}, FixtureCollectors(4), uplink);
+  Tap tap;
+  agent.set_report_observer(tap.Observer());
+  uplink.Start();
+  agent.Start();
+
+  ASSERT_TRUE(WaitFor([&] { return exporter.stats().reports_applied.load() >= 5; }, 10s));
+  agent.Stop();
+  ASSERT_TRUE(uplink.WaitUntilDrained(10s)) << "every report is acknowledged";
+  uplink.Stop();
+
+  const auto sent = tap.reports();
+  ASSERT_GE(sent.size(), 5u);
+  EXPECT_EQ(exporter.stats().reports_applied.load(), sent.size());
+  EXPECT_EQ(exporter.stats().reports_duplicate.load(), 0u);
+  const v1::NodeReport& last = sent.back();
+
+  const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
+  ASSERT_EQ(response.status, 200);
+  const auto samples = ParseExposition(response.body);
+
+  EXPECT_EQ(FindValue(samples, "accelmon_node_up", {{"node", "it-node"}}), 1.0);
+  const double ts = static_cast<double>(last.timestamp().seconds()) +
+                    static_cast<double>(last.timestamp().nanos()) / 1e9;
+  EXPECT_DOUBLE_EQ(*FindValue(samples, "accelmon_node_last_report_timestamp_seconds"), ts);
+  EXPECT_EQ(FindValue(samples, "accelmon_host_memory_total_bytes", {{"node", "it-node"}}),
+            24683584.0 * 1024);
+  EXPECT_EQ(FindValue(samples, "accelmon_agent_collector_success", {{"collector", "meminfo"}}),
+            1.0);
+
+  ASSERT_EQ(last.devices_size(), 4);
+  for (const auto& d : last.devices()) {
+    const std::map<std::string, std::string> labels{{"node", "it-node"},
+                                                    {"device", std::to_string(d.identity().index())},
+                                                    {"uuid", d.identity().uuid()}};
+    SCOPED_TRACE(d.identity().uuid());
+    EXPECT_EQ(FindValue(samples, "accelmon_device_memory_used_bytes", labels),
+              static_cast<double>(d.memory().used_bytes()));
+    EXPECT_EQ(FindValue(samples, "accelmon_device_memory_free_bytes", labels),
+              static_cast<double>(d.memory().free_bytes()));
+    // prometheus-cpp's text serializer prints 16 significant digits: equal to within 4 ULPs.
+    EXPECT_DOUBLE_EQ(*FindValue(samples, "accelmon_device_memory_fragmentation_ratio", labels),
+                     d.memory().fragmentation_ratio());
+    auto with = [&](std::string k, std::string v) {
+      auto l = labels;
+      l[k] = v;
+      return l;
+    };
+    EXPECT_DOUBLE_EQ(
+        *FindValue(samples, "accelmon_device_temperature_celsius", with("sensor", "core")),
+        d.thermal().core_celsius());
+    EXPECT_DOUBLE_EQ(*FindValue(samples, "accelmon_device_power_watts", labels),
+                     d.power().usage_watts());
+    EXPECT_DOUBLE_EQ(*FindValue(samples, "accelmon_device_energy_joules_total", labels),
+                     d.power().energy_joules_total());
+    EXPECT_DOUBLE_EQ(
+        *FindValue(samples, "accelmon_device_utilization_ratio", with("kind", "compute")),
+        d.utilization().compute_ratio());
+    for (const auto& l : d.links()) {
+      EXPECT_EQ(FindValue(samples, "accelmon_device_link_transmit_bytes_total",
+                          with("link", l.name())),
+                static_cast<double>(l.transmit_bytes_total()))
+          << l.name();
+      EXPECT_EQ(FindValue(samples, "accelmon_device_link_receive_bytes_total",
+                          with("link", l.name())),
+                static_cast<double>(l.receive_bytes_total()))
+          << l.name();
+    }
+  }
+
+  const auto health = HttpGet("127.0.0.1", exporter.web_port(), "/healthz");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.body, "ok\n");
+  exporter.Stop();
+}
+
+TEST(AgentExporter, AgentRidesOutAnExporterRestartWithoutLosingReports) {
+  auto first = std::make_unique<Exporter>(LoopbackExporter());
+  first->Start();
+  const int port = first->grpc_port();
+
+  Uplink uplink(UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(port),
+                              .min_backoff = 20ms,
+                              .max_backoff = 200ms});
+  Agent agent(AgentOptions{.node = "restart-node", .interval = 20ms}, FixtureCollectors(2),
+              uplink);
+  Tap tap;
+  agent.set_report_observer(tap.Observer());
+  uplink.Start();
+  agent.Start();
+  ASSERT_TRUE(WaitFor([&] { return first->stats().reports_applied.load() >= 3; }, 10s));
+
+  first->Stop();
+  first.reset();
+  // Collection goes on while the exporter is away; reports wait in the uplink.
+  ASSERT_TRUE(WaitFor([&] { return uplink.stats().pending >= 10; }, 10s));
+
+  Exporter second(LoopbackExporter(port));
+  second.Start();
+  ASSERT_TRUE(WaitFor([&] { return uplink.stats().connected; }, 10s));
+  agent.Stop();
+  ASSERT_TRUE(uplink.WaitUntilDrained(10s));
+  uplink.Stop();
+
+  EXPECT_EQ(uplink.stats().dropped, 0u);
+  const auto sent = tap.reports();
+  const auto samples =
+      ParseExposition(HttpGet("127.0.0.1", second.web_port(), "/metrics").body);
+  const double ts = static_cast<double>(sent.back().timestamp().seconds()) +
+                    static_cast<double>(sent.back().timestamp().nanos()) / 1e9;
+  EXPECT_DOUBLE_EQ(*FindValue(samples, "accelmon_node_last_report_timestamp_seconds",
+                              {{"node", "restart-node"}}),
+                   ts);
+  // The second exporter saw every report the first did not acknowledge.
+  EXPECT_GE(second.stats().reports_applied.load() + second.stats().reports_duplicate.load(), 10u);
+}
+
+TEST(AgentExporter, AgentStartedBeforeTheExporterConnectsLater) {
+  // Find a free port, then leave it unbound while the agent starts.
+  int port = 0;
+  {
+    Exporter probe(LoopbackExporter());
+    probe.Start();
+    port = probe.grpc_port();
+  }
+  Uplink uplink(UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(port),
+                              .min_backoff = 20ms,
+                              .max_backoff = 100ms});
+  Agent agent(AgentOptions{.node = "early-node", .interval = 20ms}, FixtureCollectors(1), uplink);
+  uplink.Start();
+  agent.Start();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(uplink.stats().connected);
+  EXPECT_GT(uplink.stats().pending, 0u);
+
+  Exporter exporter(LoopbackExporter(port));
+  exporter.Start();
+  ASSERT_TRUE(WaitFor([&] { return exporter.store().size() == 1; }, 10s));
+  agent.Stop();
+  uplink.Stop();
+}
+
+// A raw client on the real stream: a bad report is refused with a reason and the stream goes on.
+TEST(IngestStream, RejectsBadReportsAndKeepsTheStreamOpen) {
+  Exporter exporter(LoopbackExporter());
+  exporter.Start();
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(exporter.grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::Ingest::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = stub->Stream(&context);
+
+  v1::NodeReport good;
+  good.set_node("raw-node");
+  good.set_agent_instance_id("raw");
+  good.set_sequence(1);
+  good.mutable_timestamp()->set_seconds(1'700'000'000);
+  v1::NodeReport nameless = good;
+  nameless.clear_node();
+  nameless.set_sequence(2);
+  v1::NodeReport next = good;
+  next.set_sequence(3);
+
+  v1::Ack ack;
+  ASSERT_TRUE(stream->Write(good));
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.sequence(), 1u);
+  EXPECT_EQ(ack.status(), v1::Ack::STATUS_APPLIED);
+
+  ASSERT_TRUE(stream->Write(nameless));
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.sequence(), 2u);
+  EXPECT_EQ(ack.status(), v1::Ack::STATUS_REJECTED);
+  EXPECT_EQ(ack.reason(), "missing_node");
+
+  ASSERT_TRUE(stream->Write(good));  // re-sent after a (pretend) reconnect
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.status(), v1::Ack::STATUS_DUPLICATE);
+
+  ASSERT_TRUE(stream->Write(next));
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.sequence(), 3u);
+  EXPECT_EQ(ack.status(), v1::Ack::STATUS_APPLIED);
+
+  stream->WritesDone();
+  EXPECT_FALSE(stream->Read(&ack));
+  EXPECT_TRUE(stream->Finish().ok());
+
+  const auto samples = ParseExposition(HttpGet("127.0.0.1", exporter.web_port(), "/metrics").body);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_rejected_total",
+                      {{"reason", "missing_node"}}),
+            1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_duplicate_total"), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_ingested_total"), 2.0);
+  exporter.Stop();
+}
+
+TEST(Exporter, APortInUseIsAClearStartupError) {
+  Exporter first(LoopbackExporter());
+  first.Start();
+  Exporter second(ExporterOptions{
+      .web_listen_address = "127.0.0.1:" + std::to_string(first.web_port()),
+      .grpc_listen_address = "127.0.0.1:0",
+      .node_expire_after = std::chrono::minutes(1)});
+  try {
+    second.Start();
+    FAIL() << "expected a startup error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen for HTTP on 127.0.0.1:"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace accelmon
