@@ -11,7 +11,8 @@
 namespace accelmon::collectors {
 namespace {
 
-using Setter = void (v1::HostMemory::*)(uint64_t);
+// A plain function pointer: GCC 12's UBSan miscompiles calls through member pointers.
+using Setter = void (*)(v1::HostMemory&, uint64_t);
 
 struct Field {
   std::string_view key;
@@ -20,26 +21,27 @@ struct Field {
 
 // The meminfo keys we report; the kernel adds keys over time, unknown ones are ignored.
 constexpr Field kFields[] = {
-    {"MemTotal", &v1::HostMemory::set_total_bytes},
-    {"MemFree", &v1::HostMemory::set_free_bytes},
-    {"MemAvailable", &v1::HostMemory::set_available_bytes},
-    {"Buffers", &v1::HostMemory::set_buffers_bytes},
-    {"Cached", &v1::HostMemory::set_cached_bytes},
-    {"SwapTotal", &v1::HostMemory::set_swap_total_bytes},
-    {"SwapFree", &v1::HostMemory::set_swap_free_bytes},
-    {"Shmem", &v1::HostMemory::set_shmem_bytes},
-    {"SReclaimable", &v1::HostMemory::set_slab_reclaimable_bytes},
-    {"SUnreclaim", &v1::HostMemory::set_slab_unreclaimable_bytes},
-    {"HugePages_Total", &v1::HostMemory::set_hugepages_total},
-    {"HugePages_Free", &v1::HostMemory::set_hugepages_free},
-    {"Hugepagesize", &v1::HostMemory::set_hugepage_size_bytes},
-    {"Dirty", &v1::HostMemory::set_dirty_bytes},
-    {"Writeback", &v1::HostMemory::set_writeback_bytes},
+    {"MemTotal", [](v1::HostMemory& m, uint64_t v) { m.set_total_bytes(v); }},
+    {"MemFree", [](v1::HostMemory& m, uint64_t v) { m.set_free_bytes(v); }},
+    {"MemAvailable", [](v1::HostMemory& m, uint64_t v) { m.set_available_bytes(v); }},
+    {"Buffers", [](v1::HostMemory& m, uint64_t v) { m.set_buffers_bytes(v); }},
+    {"Cached", [](v1::HostMemory& m, uint64_t v) { m.set_cached_bytes(v); }},
+    {"SwapTotal", [](v1::HostMemory& m, uint64_t v) { m.set_swap_total_bytes(v); }},
+    {"SwapFree", [](v1::HostMemory& m, uint64_t v) { m.set_swap_free_bytes(v); }},
+    {"Shmem", [](v1::HostMemory& m, uint64_t v) { m.set_shmem_bytes(v); }},
+    {"SReclaimable", [](v1::HostMemory& m, uint64_t v) { m.set_slab_reclaimable_bytes(v); }},
+    {"SUnreclaim", [](v1::HostMemory& m, uint64_t v) { m.set_slab_unreclaimable_bytes(v); }},
+    {"HugePages_Total", [](v1::HostMemory& m, uint64_t v) { m.set_hugepages_total(v); }},
+    {"HugePages_Free", [](v1::HostMemory& m, uint64_t v) { m.set_hugepages_free(v); }},
+    {"Hugepagesize", [](v1::HostMemory& m, uint64_t v) { m.set_hugepage_size_bytes(v); }},
+    {"Dirty", [](v1::HostMemory& m, uint64_t v) { m.set_dirty_bytes(v); }},
+    {"Writeback", [](v1::HostMemory& m, uint64_t v) { m.set_writeback_bytes(v); }},
 };
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -78,7 +80,7 @@ size_t ParseMeminfo(std::string_view text, v1::HostMemory& memory) {
     const std::string_view key = line.substr(0, colon);
     for (const Field& field : kFields) {
       if (field.key == key) {
-        (memory.*field.set)(value);
+        field.set(memory, value);
         break;
       }
     }

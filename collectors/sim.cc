@@ -8,8 +8,8 @@ namespace accelmon::collectors {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr uint64_t kReservedBytes = 512ULL << 20;  // what the driver keeps for itself
-constexpr double kRampSeconds = 90;                // the job loads its weights
+constexpr uint64_t kReservedBytes = 512ULL << 20;      // what the driver keeps for itself
+constexpr double kRampSeconds = 90;                    // the job loads its weights
 constexpr double kFragmentationTauSeconds = 3 * 3600;  // fragmentation creeps up over hours
 constexpr double kThermalTauSeconds = 60;
 
@@ -137,15 +137,15 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
 
   // Memory: the working set loads during the ramp, then holds with small jitter.
   const double total = static_cast<double>(kMemoryTotalBytes);
-  const double used = std::clamp(2 * kGiB + (d.working_set_bytes - 2 * kGiB) * loaded +
-                                     Noise(d.rng, 0.2 * kGiB),
-                                 0.0, total - static_cast<double>(kReservedBytes));
+  const double used =
+      std::clamp(2 * kGiB + (d.working_set_bytes - 2 * kGiB) * loaded + Noise(d.rng, 0.2 * kGiB),
+                 0.0, total - static_cast<double>(kReservedBytes));
   const auto used_b = static_cast<uint64_t>(used);
   const uint64_t free_b = kMemoryTotalBytes - kReservedBytes - used_b;
-  const double fragmentation = std::clamp(
-      d.fragmentation_max * (1 - std::exp(-elapsed_s / kFragmentationTauSeconds)) +
-          Noise(d.rng, 0.005),
-      0.0, 1.0);
+  const double fragmentation =
+      std::clamp(d.fragmentation_max * (1 - std::exp(-elapsed_s / kFragmentationTauSeconds)) +
+                     Noise(d.rng, 0.005),
+                 0.0, 1.0);
   auto& mem = *out.mutable_memory();
   mem.set_total_bytes(kMemoryTotalBytes);
   mem.set_used_bytes(used_b);

@@ -12,7 +12,7 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
     int64_t ms;
   };
   // Longest suffixes first so "ms" is not read as "m" followed by junk.
-  constexpr Unit kUnits[] = {{"ms", 1},       {"s", 1000},         {"m", 60'000},
+  constexpr Unit kUnits[] = {{"ms", 1},        {"s", 1000},       {"m", 60'000},
                              {"h", 3'600'000}, {"d", 86'400'000}, {"w", 604'800'000}};
   int64_t total = 0;
   while (!text.empty()) {

@@ -2,10 +2,10 @@
 // and a landing page answered before the Exposer's handlers see the request.
 #pragma once
 
+#include <prometheus/collectable.h>
+
 #include <memory>
 #include <string>
-
-#include <prometheus/collectable.h>
 
 namespace prometheus {
 class Exposer;

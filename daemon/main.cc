@@ -1,9 +1,9 @@
 // accelmon: one binary, subcommands for each role (as Thanos and promtool do).
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -114,15 +114,15 @@ int main(int argc, char** argv) {
   accelmon::ExporterFlags exporter_flags;
   std::string exporter_address = "localhost:9478";
 
-  CLI::App* agent = app.add_subcommand(
-      "agent", "Collect this node's telemetry and stream it to an exporter");
+  CLI::App* agent =
+      app.add_subcommand("agent", "Collect this node's telemetry and stream it to an exporter");
   AddCollectorFlags(*agent, collector_flags);
   agent->add_option("--exporter.address", exporter_address, "Exporter to stream to")
       ->check(kConnectAddress)
       ->capture_default_str();
 
-  CLI::App* exporter = app.add_subcommand(
-      "exporter", "Receive agents' streams and serve Prometheus /metrics");
+  CLI::App* exporter =
+      app.add_subcommand("exporter", "Receive agents' streams and serve Prometheus /metrics");
   AddExporterFlags(*exporter, exporter_flags);
 
   accelmon::ExporterFlags standalone_exporter_flags;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "daemon/version.h"
@@ -59,26 +60,39 @@ double Seconds(const google::protobuf::Timestamp& t) {
 
 std::string_view LinkKindLabel(v1::LinkKind kind) {
   switch (kind) {
-    case v1::LINK_KIND_NVLINK: return "nvlink";
-    case v1::LINK_KIND_HCCS: return "hccs";
-    case v1::LINK_KIND_XGMI: return "xgmi";
-    case v1::LINK_KIND_PCIE: return "pcie";
-    case v1::LINK_KIND_INFINIBAND: return "infiniband";
-    case v1::LINK_KIND_ROCE: return "roce";
-    case v1::LINK_KIND_ETHERNET: return "ethernet";
-    default: return "unknown";
+    case v1::LINK_KIND_NVLINK:
+      return "nvlink";
+    case v1::LINK_KIND_HCCS:
+      return "hccs";
+    case v1::LINK_KIND_XGMI:
+      return "xgmi";
+    case v1::LINK_KIND_PCIE:
+      return "pcie";
+    case v1::LINK_KIND_INFINIBAND:
+      return "infiniband";
+    case v1::LINK_KIND_ROCE:
+      return "roce";
+    case v1::LINK_KIND_ETHERNET:
+      return "ethernet";
+    default:
+      return "unknown";
   }
 }
 
+// Plain function pointers, not pointers to member functions: GCC 12's UBSan miscompiles calls
+// through the latter (every has_*() read as true).
 struct HostMemoryField {
   const char* name;
   const char* help;
-  bool (v1::HostMemory::*has)() const;
-  uint64_t (v1::HostMemory::*get)() const;
+  std::optional<uint64_t> (*read)(const v1::HostMemory&);
 };
 
-#define ACCELMON_HOST_MEMORY(field, metric, help) \
-  HostMemoryField { metric, help, &v1::HostMemory::has_##field, &v1::HostMemory::field }
+#define ACCELMON_HOST_MEMORY(field, metric, help)                                 \
+  HostMemoryField {                                                               \
+    metric, help, [](const v1::HostMemory& m) -> std::optional<uint64_t> {        \
+      return m.has_##field() ? std::optional<uint64_t>(m.field()) : std::nullopt; \
+    }                                                                             \
+  }
 
 const HostMemoryField kHostMemory[] = {
     ACCELMON_HOST_MEMORY(total_bytes, "accelmon_host_memory_total_bytes",
@@ -89,14 +103,12 @@ const HostMemoryField kHostMemory[] = {
                          "Memory not used at all (MemFree)."),
     ACCELMON_HOST_MEMORY(buffers_bytes, "accelmon_host_memory_buffers_bytes",
                          "Block device buffers (Buffers)."),
-    ACCELMON_HOST_MEMORY(cached_bytes, "accelmon_host_memory_cached_bytes",
-                         "Page cache (Cached)."),
+    ACCELMON_HOST_MEMORY(cached_bytes, "accelmon_host_memory_cached_bytes", "Page cache (Cached)."),
     ACCELMON_HOST_MEMORY(shmem_bytes, "accelmon_host_memory_shmem_bytes",
                          "Shared memory and tmpfs (Shmem)."),
     ACCELMON_HOST_MEMORY(slab_reclaimable_bytes, "accelmon_host_memory_slab_reclaimable_bytes",
                          "Reclaimable kernel slab (SReclaimable)."),
-    ACCELMON_HOST_MEMORY(slab_unreclaimable_bytes,
-                         "accelmon_host_memory_slab_unreclaimable_bytes",
+    ACCELMON_HOST_MEMORY(slab_unreclaimable_bytes, "accelmon_host_memory_slab_unreclaimable_bytes",
                          "Unreclaimable kernel slab (SUnreclaim)."),
     ACCELMON_HOST_MEMORY(dirty_bytes, "accelmon_host_memory_dirty_bytes",
                          "Memory waiting to be written back (Dirty)."),
@@ -133,57 +145,57 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
   auto& agent_dropped =
       f.Declare("accelmon_agent_dropped_reports_total",
                 "Reports the agent dropped because its spool was full.", MetricType::Counter);
-  auto& agent_spool = f.Declare("accelmon_agent_spool_reports",
-                                "Reports waiting in the agent's spool for acknowledgement.",
-                                MetricType::Gauge);
+  auto& agent_spool =
+      f.Declare("accelmon_agent_spool_reports",
+                "Reports waiting in the agent's spool for acknowledgement.", MetricType::Gauge);
 
   std::vector<MetricFamily*> host_memory;
   for (const auto& field : kHostMemory) {
     host_memory.push_back(&f.Declare(field.name, field.help, MetricType::Gauge));
   }
 
-  auto& info = f.Declare("accelmon_device_info",
-                         "1 per device; firmware, driver and PCI bus id as labels.",
-                         MetricType::Gauge);
+  auto& info =
+      f.Declare("accelmon_device_info", "1 per device; firmware, driver and PCI bus id as labels.",
+                MetricType::Gauge);
   auto& up = f.Declare("accelmon_device_up", "1 while the device answers, 0 once it is lost.",
                        MetricType::Gauge);
-  auto& mem_total = f.Declare("accelmon_device_memory_total_bytes", "Device memory.",
-                              MetricType::Gauge);
-  auto& mem_used = f.Declare("accelmon_device_memory_used_bytes", "Device memory in use.",
-                             MetricType::Gauge);
+  auto& mem_total =
+      f.Declare("accelmon_device_memory_total_bytes", "Device memory.", MetricType::Gauge);
+  auto& mem_used =
+      f.Declare("accelmon_device_memory_used_bytes", "Device memory in use.", MetricType::Gauge);
   auto& mem_free = f.Declare("accelmon_device_memory_free_bytes", "Device memory not in use.",
                              MetricType::Gauge);
-  auto& mem_reserved = f.Declare("accelmon_device_memory_reserved_bytes",
-                                 "Device memory reserved by driver and firmware.",
-                                 MetricType::Gauge);
-  auto& mem_largest = f.Declare("accelmon_device_memory_largest_free_block_bytes",
-                                "The largest single allocation that could succeed now.",
-                                MetricType::Gauge);
-  auto& mem_frag = f.Declare("accelmon_device_memory_fragmentation_ratio",
-                             "1 - largest free block / free memory (0 = unfragmented).",
-                             MetricType::Gauge);
+  auto& mem_reserved =
+      f.Declare("accelmon_device_memory_reserved_bytes",
+                "Device memory reserved by driver and firmware.", MetricType::Gauge);
+  auto& mem_largest =
+      f.Declare("accelmon_device_memory_largest_free_block_bytes",
+                "The largest single allocation that could succeed now.", MetricType::Gauge);
+  auto& mem_frag =
+      f.Declare("accelmon_device_memory_fragmentation_ratio",
+                "1 - largest free block / free memory (0 = unfragmented).", MetricType::Gauge);
   auto& temp = f.Declare("accelmon_device_temperature_celsius", "Device temperature by sensor.",
                          MetricType::Gauge);
-  auto& temp_threshold = f.Declare("accelmon_device_temperature_threshold_celsius",
-                                   "Temperature at which the device slows down or shuts down.",
-                                   MetricType::Gauge);
-  auto& throttled = f.Declare("accelmon_device_throttled",
-                              "1 while the device is throttled for that reason.",
-                              MetricType::Gauge);
+  auto& temp_threshold =
+      f.Declare("accelmon_device_temperature_threshold_celsius",
+                "Temperature at which the device slows down or shuts down.", MetricType::Gauge);
+  auto& throttled =
+      f.Declare("accelmon_device_throttled", "1 while the device is throttled for that reason.",
+                MetricType::Gauge);
   auto& power = f.Declare("accelmon_device_power_watts", "Board power draw.", MetricType::Gauge);
-  auto& power_limit = f.Declare("accelmon_device_power_limit_watts", "Enforced power limit.",
-                                MetricType::Gauge);
+  auto& power_limit =
+      f.Declare("accelmon_device_power_limit_watts", "Enforced power limit.", MetricType::Gauge);
   auto& energy = f.Declare("accelmon_device_energy_joules_total",
                            "Energy consumed since the driver loaded.", MetricType::Counter);
   auto& util = f.Declare("accelmon_device_utilization_ratio",
                          "Share of time the engine was busy, by kind.", MetricType::Gauge);
-  auto& clock = f.Declare("accelmon_device_clock_hertz", "Current clock, by kind.",
-                          MetricType::Gauge);
+  auto& clock =
+      f.Declare("accelmon_device_clock_hertz", "Current clock, by kind.", MetricType::Gauge);
   auto& ecc = f.Declare("accelmon_device_ecc_errors_total", "ECC errors since the driver loaded.",
                         MetricType::Counter);
-  auto& remapped = f.Declare("accelmon_device_remapped_rows",
-                             "Memory rows remapped, by the kind of error that caused it.",
-                             MetricType::Gauge);
+  auto& remapped =
+      f.Declare("accelmon_device_remapped_rows",
+                "Memory rows remapped, by the kind of error that caused it.", MetricType::Gauge);
   auto& link_up = f.Declare("accelmon_device_link_up", "1 while the link is up, 0 when down.",
                             MetricType::Gauge);
   auto& link_tx = f.Declare("accelmon_device_link_transmit_bytes_total",
@@ -193,18 +205,17 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
   auto& link_max = f.Declare("accelmon_device_link_max_bandwidth_bytes_per_second",
                              "Link capacity in one direction at its current speed and width.",
                              MetricType::Gauge);
-  auto& link_errors = f.Declare("accelmon_device_link_errors_total",
-                                "Link error counters by type.", MetricType::Counter);
+  auto& link_errors = f.Declare("accelmon_device_link_errors_total", "Link error counters by type.",
+                                MetricType::Counter);
 
   for (const NodeEntry& entry : nodes) {
     const v1::NodeReport& r = *entry.report;
     const Labels node_labels{{"node", r.node()}};
 
     // Three missed intervals mark a node down; an agent that sent no interval is assumed at 1s.
-    const auto interval = r.has_interval()
-                              ? std::chrono::seconds(r.interval().seconds()) +
-                                    std::chrono::nanoseconds(r.interval().nanos())
-                              : std::chrono::nanoseconds(std::chrono::seconds(1));
+    const auto interval = r.has_interval() ? std::chrono::seconds(r.interval().seconds()) +
+                                                 std::chrono::nanoseconds(r.interval().nanos())
+                                           : std::chrono::nanoseconds(std::chrono::seconds(1));
     Add(node_up, node_labels, now - entry.received_at <= 3 * interval ? 1 : 0);
     Add(node_last, node_labels, Seconds(r.timestamp()));
 
@@ -223,8 +234,8 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
 
     const auto& hm = r.host().memory();
     for (size_t i = 0; i < std::size(kHostMemory); ++i) {
-      if ((hm.*kHostMemory[i].has)()) {
-        Add(*host_memory[i], node_labels, static_cast<double>((hm.*kHostMemory[i].get)()));
+      if (const auto value = kHostMemory[i].read(hm)) {
+        Add(*host_memory[i], node_labels, static_cast<double>(*value));
       }
     }
 
@@ -262,8 +273,7 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
         Add(temp_threshold, dl, "threshold", "shutdown", t.shutdown_threshold_celsius());
       }
       // Map iteration order is unspecified; sort for a stable exposition.
-      std::map<std::string, bool> reasons(t.throttle_reasons().begin(),
-                                          t.throttle_reasons().end());
+      std::map<std::string, bool> reasons(t.throttle_reasons().begin(), t.throttle_reasons().end());
       for (const auto& [reason, active] : reasons) {
         Add(throttled, dl, "reason", reason, active ? 1 : 0);
       }
@@ -340,8 +350,8 @@ std::vector<MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t
   Add(f.Declare("accelmon_exporter_streams_active", "Agent streams connected now.",
                 MetricType::Gauge),
       {}, static_cast<double>(stats.streams_active.load()));
-  Add(f.Declare("accelmon_exporter_nodes", "Nodes in the exporter's state.", MetricType::Gauge),
-      {}, static_cast<double>(nodes));
+  Add(f.Declare("accelmon_exporter_nodes", "Nodes in the exporter's state.", MetricType::Gauge), {},
+      static_cast<double>(nodes));
   Add(f.Declare("accelmon_exporter_scrape_duration_seconds",
                 "Time the previous scrape took to render.", MetricType::Gauge),
       {}, stats.last_scrape_seconds.load());

@@ -18,8 +18,7 @@ std::vector<prometheus::MetricFamily> RenderNodes(const std::vector<NodeEntry>& 
                                                   Clock::time_point now);
 
 // The exporter's own series (accelmon_exporter_*, accelmon_build_info).
-std::vector<prometheus::MetricFamily> RenderExporterStats(const ExporterStats& stats,
-                                                          size_t nodes);
+std::vector<prometheus::MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t nodes);
 
 // What prometheus-cpp's Exposer calls on every scrape.
 class StateCollectable final : public prometheus::Collectable {

@@ -98,8 +98,8 @@ int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& ex
     spdlog::error("{}", e.what());
     return 1;
   }
-  Uplink uplink(UplinkOptions{.exporter_address =
-                                  "127.0.0.1:" + std::to_string(exporter.grpc_port())});
+  Uplink uplink(
+      UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
   Agent agent(ToAgentOptions(collector_flags), MakeCollectors(collector_flags), uplink);
   uplink.Start();
   agent.Start();

@@ -21,7 +21,9 @@ Uplink::Uplink(UplinkOptions options) : options_(std::move(options)) {
 
 Uplink::~Uplink() { Stop(); }
 
-void Uplink::Start() { thread_ = std::thread([this] { Run(); }); }
+void Uplink::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void Uplink::Stop() {
   {
@@ -150,8 +152,7 @@ void Uplink::Run() {
     } else if (!logged_unreachable) {
       logged_unreachable = true;
       spdlog::warn("exporter {} unreachable: {}; retrying with backoff up to {}ms",
-                   options_.exporter_address, status.error_message(),
-                   options_.max_backoff.count());
+                   options_.exporter_address, status.error_message(), options_.max_backoff.count());
     } else {
       spdlog::debug("exporter {} still unreachable ({} reports pending)", options_.exporter_address,
                     pending);

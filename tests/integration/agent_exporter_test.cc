@@ -73,8 +73,8 @@ TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
   ASSERT_GT(exporter.grpc_port(), 0);
   ASSERT_GT(exporter.web_port(), 0);
 
-  Uplink uplink(UplinkOptions{.exporter_address =
-                                  "127.0.0.1:" + std::to_string(exporter.grpc_port())});
+  Uplink uplink(
+      UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
   Agent agent(AgentOptions{.node = "it-node", .interval = 50ms}, FixtureCollectors(4), uplink);
   Tap tap;
   agent.set_report_observer(tap.Observer());
@@ -107,9 +107,10 @@ TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
 
   ASSERT_EQ(last.devices_size(), 4);
   for (const auto& d : last.devices()) {
-    const std::map<std::string, std::string> labels{{"node", "it-node"},
-                                                    {"device", std::to_string(d.identity().index())},
-                                                    {"uuid", d.identity().uuid()}};
+    const std::map<std::string, std::string> labels{
+        {"node", "it-node"},
+        {"device", std::to_string(d.identity().index())},
+        {"uuid", d.identity().uuid()}};
     SCOPED_TRACE(d.identity().uuid());
     EXPECT_EQ(FindValue(samples, "accelmon_device_memory_used_bytes", labels),
               static_cast<double>(d.memory().used_bytes()));
@@ -134,13 +135,13 @@ TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
         *FindValue(samples, "accelmon_device_utilization_ratio", with("kind", "compute")),
         d.utilization().compute_ratio());
     for (const auto& l : d.links()) {
-      EXPECT_EQ(FindValue(samples, "accelmon_device_link_transmit_bytes_total",
-                          with("link", l.name())),
-                static_cast<double>(l.transmit_bytes_total()))
+      EXPECT_EQ(
+          FindValue(samples, "accelmon_device_link_transmit_bytes_total", with("link", l.name())),
+          static_cast<double>(l.transmit_bytes_total()))
           << l.name();
-      EXPECT_EQ(FindValue(samples, "accelmon_device_link_receive_bytes_total",
-                          with("link", l.name())),
-                static_cast<double>(l.receive_bytes_total()))
+      EXPECT_EQ(
+          FindValue(samples, "accelmon_device_link_receive_bytes_total", with("link", l.name())),
+          static_cast<double>(l.receive_bytes_total()))
           << l.name();
     }
   }
@@ -159,8 +160,7 @@ TEST(AgentExporter, AgentRidesOutAnExporterRestartWithoutLosingReports) {
   Uplink uplink(UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(port),
                               .min_backoff = 20ms,
                               .max_backoff = 200ms});
-  Agent agent(AgentOptions{.node = "restart-node", .interval = 20ms}, FixtureCollectors(2),
-              uplink);
+  Agent agent(AgentOptions{.node = "restart-node", .interval = 20ms}, FixtureCollectors(2), uplink);
   Tap tap;
   agent.set_report_observer(tap.Observer());
   uplink.Start();
@@ -181,8 +181,7 @@ TEST(AgentExporter, AgentRidesOutAnExporterRestartWithoutLosingReports) {
 
   EXPECT_EQ(uplink.stats().dropped, 0u);
   const auto sent = tap.reports();
-  const auto samples =
-      ParseExposition(HttpGet("127.0.0.1", second.web_port(), "/metrics").body);
+  const auto samples = ParseExposition(HttpGet("127.0.0.1", second.web_port(), "/metrics").body);
   const double ts = static_cast<double>(sent.back().timestamp().seconds()) +
                     static_cast<double>(sent.back().timestamp().nanos()) / 1e9;
   EXPECT_DOUBLE_EQ(*FindValue(samples, "accelmon_node_last_report_timestamp_seconds",
@@ -264,9 +263,9 @@ TEST(IngestStream, RejectsBadReportsAndKeepsTheStreamOpen) {
   EXPECT_TRUE(stream->Finish().ok());
 
   const auto samples = ParseExposition(HttpGet("127.0.0.1", exporter.web_port(), "/metrics").body);
-  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_rejected_total",
-                      {{"reason", "missing_node"}}),
-            1.0);
+  EXPECT_EQ(
+      FindValue(samples, "accelmon_exporter_reports_rejected_total", {{"reason", "missing_node"}}),
+      1.0);
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_duplicate_total"), 1.0);
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_ingested_total"), 2.0);
   exporter.Stop();
@@ -275,16 +274,15 @@ TEST(IngestStream, RejectsBadReportsAndKeepsTheStreamOpen) {
 TEST(Exporter, APortInUseIsAClearStartupError) {
   Exporter first(LoopbackExporter());
   first.Start();
-  Exporter second(ExporterOptions{
-      .web_listen_address = "127.0.0.1:" + std::to_string(first.web_port()),
-      .grpc_listen_address = "127.0.0.1:0",
-      .node_expire_after = std::chrono::minutes(1)});
+  Exporter second(
+      ExporterOptions{.web_listen_address = "127.0.0.1:" + std::to_string(first.web_port()),
+                      .grpc_listen_address = "127.0.0.1:0",
+                      .node_expire_after = std::chrono::minutes(1)});
   try {
     second.Start();
     FAIL() << "expected a startup error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot listen for HTTP on 127.0.0.1:"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("cannot listen for HTTP on 127.0.0.1:"), std::string::npos)
         << e.what();
   }
 }

@@ -48,10 +48,10 @@ TEST(ParseHostPort, ExplainsWhatIsWrong) {
     const char* input;
     const char* reason;
   };
-  for (const Case& c : {Case{"foo", "expected host:port"}, Case{":99999", "port must be"},
-                        Case{"host:", "port must be"}, Case{"::1:80", "brackets"},
-                        Case{"[::1:80", "missing ']'"}, Case{"h st:80", "invalid character"},
-                        Case{"host:80x", "port must be"}}) {
+  for (const Case& c :
+       {Case{"foo", "expected host:port"}, Case{":99999", "port must be"},
+        Case{"host:", "port must be"}, Case{"::1:80", "brackets"}, Case{"[::1:80", "missing ']'"},
+        Case{"h st:80", "invalid character"}, Case{"host:80x", "port must be"}}) {
     std::string error;
     EXPECT_FALSE(ParseHostPort(c.input, &error)) << c.input;
     EXPECT_NE(error.find(c.reason), std::string::npos) << c.input << " -> " << error;

@@ -140,8 +140,8 @@ TEST(MetricsRenderer, AbsentValuesAreAbsentNotZero) {
   EXPECT_EQ(FindValue(samples, "accelmon_device_memory_total_bytes", npu), 68'719'476'736.0);
   for (const char* absent :
        {"accelmon_device_memory_free_bytes", "accelmon_device_temperature_celsius",
-        "accelmon_device_power_watts", "accelmon_device_utilization_ratio",
-        "accelmon_device_up", "accelmon_device_memory_fragmentation_ratio"}) {
+        "accelmon_device_power_watts", "accelmon_device_utilization_ratio", "accelmon_device_up",
+        "accelmon_device_memory_fragmentation_ratio"}) {
     EXPECT_FALSE(FindValue(samples, absent, npu)) << absent;
   }
   // The quiet node reported no host memory at all.
@@ -155,9 +155,9 @@ TEST(MetricsRenderer, NodeUpFollowsMissedIntervals) {
   const auto samples = ParseExposition(Serialize(RenderNodes(Nodes(), kNow)));
   EXPECT_EQ(FindValue(samples, "accelmon_node_up", {{"node", "gpu-node-01"}}), 1.0);
   EXPECT_EQ(FindValue(samples, "accelmon_node_up", {{"node", "gpu-node-02"}}), 0.0);
-  EXPECT_EQ(FindValue(samples, "accelmon_node_last_report_timestamp_seconds",
-                      {{"node", "gpu-node-01"}}),
-            1'700'000'000.5);
+  EXPECT_EQ(
+      FindValue(samples, "accelmon_node_last_report_timestamp_seconds", {{"node", "gpu-node-01"}}),
+      1'700'000'000.5);
 }
 
 TEST(MetricsRenderer, LinksCarryKindPeerAndErrorType) {
@@ -181,9 +181,9 @@ TEST(MetricsRenderer, ExporterSelfMetrics) {
   const auto samples = ParseExposition(Serialize(RenderExporterStats(stats, 3)));
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_ingested_total"), 10.0);
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_duplicate_total"), 2.0);
-  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_rejected_total",
-                      {{"reason", "missing_node"}}),
-            2.0);
+  EXPECT_EQ(
+      FindValue(samples, "accelmon_exporter_reports_rejected_total", {{"reason", "missing_node"}}),
+      2.0);
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_nodes"), 3.0);
   EXPECT_EQ(CountSamples(samples, "accelmon_build_info"), 1u);
 }
