@@ -10,12 +10,10 @@
 
 namespace accelmon::collectors {
 
-std::string ReadTextFile(const std::filesystem::path& path) {
+int TryReadTextFile(const std::filesystem::path& path, std::string& out) {
+  out.clear();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw CollectorError("read " + path.string() + ": " + std::strerror(errno));
-  }
-  std::string contents;
+  if (fd < 0) return errno;
   char buffer[8192];
   for (;;) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -24,11 +22,19 @@ std::string ReadTextFile(const std::filesystem::path& path) {
       if (errno == EINTR) continue;
       const int saved = errno;
       ::close(fd);
-      throw CollectorError("read " + path.string() + ": " + std::strerror(saved));
+      return saved;
     }
-    contents.append(buffer, static_cast<size_t>(n));
+    out.append(buffer, static_cast<size_t>(n));
   }
   ::close(fd);
+  return 0;
+}
+
+std::string ReadTextFile(const std::filesystem::path& path) {
+  std::string contents;
+  if (const int err = TryReadTextFile(path, contents); err != 0) {
+    throw CollectorError("read " + path.string() + ": " + std::strerror(err));
+  }
   return contents;
 }
 

@@ -6,8 +6,13 @@
 
 namespace accelmon::collectors {
 
-// Returns the file's contents. Throws CollectorError("read <path>: <strerror>") when it cannot
-// be opened or read. Pseudo-files report a size of 0, so this reads until end of file.
+// Reads the whole file into `out`. Returns 0, or the errno of the failure. Pseudo-files report
+// a size of 0, so this reads until end of file. No exceptions: sysfs attributes that a driver
+// does not support fail routinely, on every tick.
+int TryReadTextFile(const std::filesystem::path& path, std::string& out);
+
+// As TryReadTextFile, but throws CollectorError("read <path>: <strerror>") on failure. For the
+// one file a collector cannot do without.
 std::string ReadTextFile(const std::filesystem::path& path);
 
 }  // namespace accelmon::collectors

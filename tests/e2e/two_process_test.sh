@@ -11,7 +11,7 @@ web_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 url="http://127.0.0.1:$web_port/metrics"
 
 start agent agent --exporter.address "127.0.0.1:$grpc_port" --node.name node-a \
-  --collect.interval 100ms --path.procfs "$FIXTURES/procfs" --sim 2
+  --collect.interval 100ms --path.procfs "$FIXTURES/host/proc" --sim 2
 # MemTotal 24683584 kB in the fixture.
 wait_for_metric "$url" '^accelmon_host_memory_total_bytes\{node="node-a"\} 25275990016$'
 wait_for_metric "$url" '^accelmon_device_memory_used_bytes\{node="node-a",device="1"'

@@ -32,7 +32,7 @@ ExporterOptions LoopbackExporter(int grpc_port = 0) {
 collectors::CollectorSet FixtureCollectors(int sim_devices) {
   std::vector<std::unique_ptr<collectors::Collector>> list;
   list.push_back(std::make_unique<collectors::MeminfoCollector>(
-      collectors::PathResolver(kFixtures + "/procfs", kFixtures + "/sysfs")));
+      collectors::PathResolver(kFixtures + "/host/proc", kFixtures + "/host/sys")));
   list.push_back(std::make_unique<collectors::SimCollector>(
       collectors::SimOptions{.devices = sim_devices, .seed = 11}));
   return collectors::CollectorSet(std::move(list));

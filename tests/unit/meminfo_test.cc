@@ -11,11 +11,11 @@ namespace {
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
 
 TEST(Meminfo, ReadsRealMachineFixtureInBytes) {
-  MeminfoCollector collector(PathResolver(kFixtures + "/procfs", kFixtures + "/sysfs"));
+  MeminfoCollector collector(PathResolver(kFixtures + "/host/proc", kFixtures + "/host/sys"));
   v1::NodeReport report;
   collector.Collect(report);
   const auto& m = report.host().memory();
-  // Values copied from tests/fixtures/procfs/meminfo, in kB there.
+  // Values copied from tests/fixtures/host/proc/meminfo, in kB there.
   EXPECT_EQ(m.total_bytes(), 24683584ULL * 1024);
   EXPECT_EQ(m.free_bytes(), 24023072ULL * 1024);
   EXPECT_EQ(m.available_bytes(), 24314496ULL * 1024);

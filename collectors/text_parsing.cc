@@ -1,0 +1,81 @@
+#include "collectors/text_parsing.h"
+
+#include <charconv>
+#include <cstdlib>
+
+#include "collectors/file_reader.h"
+
+namespace accelmon::collectors {
+namespace {
+
+bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+template <typename T>
+std::optional<T> ParseInteger(std::string_view text) {
+  text = Trim(text);
+  if (text.empty()) return std::nullopt;
+  if (text.front() == '+') text.remove_prefix(1);
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> SplitFields(std::string_view line) {
+  std::vector<std::string_view> fields;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && IsSpace(line[i])) ++i;
+    const size_t start = i;
+    while (i < line.size() && !IsSpace(line[i])) ++i;
+    if (i > start) fields.push_back(line.substr(start, i - start));
+  }
+  return fields;
+}
+
+std::optional<uint64_t> ParseUint64(std::string_view text) {
+  if (!Trim(text).empty() && Trim(text).front() == '-') return std::nullopt;
+  return ParseInteger<uint64_t>(text);
+}
+
+std::optional<int64_t> ParseInt64(std::string_view text) { return ParseInteger<int64_t>(text); }
+
+std::optional<double> ParseDouble(std::string_view text) {
+  text = Trim(text);
+  if (text.empty()) return std::nullopt;
+  // from_chars for double is missing in GCC 12's libstdc++ for some targets; strtod needs a
+  // terminated string.
+  const std::string copy(text);
+  char* end = nullptr;
+  const double value = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size()) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string> ReadAttribute(const std::filesystem::path& path) {
+  std::string text;
+  if (TryReadTextFile(path, text) != 0) return std::nullopt;
+  const std::string_view trimmed = Trim(text);
+  if (trimmed.empty()) return std::nullopt;
+  return std::string(trimmed);
+}
+
+std::optional<uint64_t> ReadUint64Attribute(const std::filesystem::path& path) {
+  const auto text = ReadAttribute(path);
+  return text ? ParseUint64(*text) : std::nullopt;
+}
+
+std::optional<int64_t> ReadInt64Attribute(const std::filesystem::path& path) {
+  const auto text = ReadAttribute(path);
+  return text ? ParseInt64(*text) : std::nullopt;
+}
+
+}  // namespace accelmon::collectors
