@@ -3,20 +3,29 @@
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
+FUZZ_DIR  ?= build-fuzz
+FUZZ_SECONDS ?= 10
 SIM       ?= 8
 JOBS      ?= $(shell nproc)
 CTEST     := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
-.PHONY: all deps configure build run test check asan format clean
+.PHONY: all deps test-deps build run test check asan fuzz bench format clean
 
 all: build
 
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh build
+
+test-deps:
+	@bash scripts/install-deps.sh test
 
 # Configure once; afterwards Ninja re-runs CMake by itself when a CMakeLists.txt changes.
 $(BUILD_DIR)/build.ninja:
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DACCELMON_WERROR=ON
+
+$(FUZZ_DIR)/build.ninja:
+	CXX=clang++ cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DACCELMON_FUZZ=ON -DACCELMON_WERROR=ON
 
 $(ASAN_DIR)/build.ninja:
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DACCELMON_SANITIZE=ON \
@@ -30,19 +39,29 @@ run: build
 	./$(BUILD_DIR)/accelmon standalone --sim $(SIM)
 
 # Every test: unit, integration and end-to-end on the release build, then unit and
-# integration again under AddressSanitizer + UndefinedBehaviorSanitizer.
-test: check asan
+# integration again under AddressSanitizer + UndefinedBehaviorSanitizer, then a short fuzz run
+# of every procfs/sysfs parser.
+test: check asan fuzz
 
-check: build
+check: test-deps build
 	$(CTEST) --test-dir $(BUILD_DIR) -L 'unit|integration|e2e'
 
-asan: deps $(ASAN_DIR)/build.ninja
+asan: test-deps $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) --target unit_tests integration_tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(CTEST) --test-dir $(ASAN_DIR) -L 'unit|integration' -E golden_passes_promtool
+
+# libFuzzer over every parser, $(FUZZ_SECONDS) s each (longer: make fuzz FUZZ_SECONDS=600).
+fuzz: test-deps $(FUZZ_DIR)/build.ninja
+	cmake --build $(FUZZ_DIR)
+	bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
+
+# Benchmarks against their peers; see bench/README.md.
+bench: test-deps build
+	bash bench/run.sh $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

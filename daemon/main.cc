@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
       "which serves Prometheus /metrics. `standalone` runs both in one process."};
   app.set_version_flag("--version", std::string("accelmon ") + accelmon::kVersion);
   app.require_subcommand(1);
+  app.fallthrough();  // global flags (--log.level) also after the subcommand
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("accelmon: ") + e.what() + " (see --help)\n";
   });

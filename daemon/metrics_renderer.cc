@@ -6,6 +6,7 @@
 #include <optional>
 #include <string_view>
 
+#include "collectors/buddyinfo.h"
 #include "daemon/version.h"
 
 namespace accelmon {
@@ -78,6 +79,68 @@ std::string_view LinkKindLabel(v1::LinkKind kind) {
       return "unknown";
   }
 }
+
+// The families every kind of link shares; `scope` is "device" or "host".
+class LinkFamilies {
+ public:
+  LinkFamilies(Families& f, const std::string& scope)
+      : up_(f.Declare("accelmon_" + scope + "_link_up", "1 while the link is up, 0 when down.",
+                      MetricType::Gauge)),
+        tx_(f.Declare("accelmon_" + scope + "_link_transmit_bytes_total",
+                      "Bytes sent over the link.", MetricType::Counter)),
+        rx_(f.Declare("accelmon_" + scope + "_link_receive_bytes_total",
+                      "Bytes received over the link.", MetricType::Counter)),
+        tx_packets_(f.Declare("accelmon_" + scope + "_link_transmit_packets_total",
+                              "Packets sent over the link.", MetricType::Counter)),
+        rx_packets_(f.Declare("accelmon_" + scope + "_link_receive_packets_total",
+                              "Packets received over the link.", MetricType::Counter)),
+        max_(f.Declare("accelmon_" + scope + "_link_max_bandwidth_bytes_per_second",
+                       "Link capacity in one direction at its current speed and width.",
+                       MetricType::Gauge)),
+        errors_(f.Declare("accelmon_" + scope + "_link_errors_total",
+                          "Link error counters by type.", MetricType::Counter)),
+        mtu_(f.Declare("accelmon_" + scope + "_link_mtu_bytes", "Link MTU.", MetricType::Gauge)) {}
+
+  // `labels` identify the owner (node, or node and device); link, kind and peer are added here.
+  void Add(const Labels& labels, const v1::Link& l, bool with_peer) {
+    Labels ll = labels;
+    ll.push_back({"link", l.name()});
+    ll.push_back({"kind", std::string(LinkKindLabel(l.kind()))});
+    if (with_peer) ll.push_back({"peer", l.peer()});
+    if (l.has_up()) accelmon::Add(up_, ll, l.up() ? 1 : 0);
+    if (l.has_transmit_bytes_total()) {
+      accelmon::Add(tx_, ll, static_cast<double>(l.transmit_bytes_total()));
+    }
+    if (l.has_receive_bytes_total()) {
+      accelmon::Add(rx_, ll, static_cast<double>(l.receive_bytes_total()));
+    }
+    if (l.has_transmit_packets_total()) {
+      accelmon::Add(tx_packets_, ll, static_cast<double>(l.transmit_packets_total()));
+    }
+    if (l.has_receive_packets_total()) {
+      accelmon::Add(rx_packets_, ll, static_cast<double>(l.receive_packets_total()));
+    }
+    if (l.has_max_bandwidth_bytes_per_second()) {
+      accelmon::Add(max_, ll, l.max_bandwidth_bytes_per_second());
+    }
+    if (l.has_mtu_bytes()) accelmon::Add(mtu_, ll, l.mtu_bytes());
+    // Map iteration order is unspecified; sort for a stable exposition.
+    const std::map<std::string, uint64_t> errors(l.errors_total().begin(), l.errors_total().end());
+    for (const auto& [type, count] : errors) {
+      accelmon::Add(errors_, ll, "type", type, static_cast<double>(count));
+    }
+  }
+
+ private:
+  MetricFamily& up_;
+  MetricFamily& tx_;
+  MetricFamily& rx_;
+  MetricFamily& tx_packets_;
+  MetricFamily& rx_packets_;
+  MetricFamily& max_;
+  MetricFamily& errors_;
+  MetricFamily& mtu_;
+};
 
 // Plain function pointers, not pointers to member functions: GCC 12's UBSan miscompiles calls
 // through the latter (every has_*() read as true).
@@ -154,6 +217,26 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
     host_memory.push_back(&f.Declare(field.name, field.help, MetricType::Gauge));
   }
 
+  auto& oom_kills =
+      f.Declare("accelmon_host_oom_kills_total",
+                "Processes killed by the kernel's OOM killer since boot.", MetricType::Counter);
+  auto& pressure = f.Declare("accelmon_host_memory_pressure_seconds_total",
+                             "Time tasks stalled on memory (PSI): some = at least one task, "
+                             "full = all non-idle tasks.",
+                             MetricType::Counter);
+  auto& free_blocks = f.Declare("accelmon_host_memory_free_blocks",
+                                "Free blocks of 2^order pages (buddyinfo).", MetricType::Gauge);
+  auto& unusable = f.Declare("accelmon_host_memory_unusable_free_ratio",
+                             "Share of free memory that cannot serve an allocation of 2^order "
+                             "pages (unusable free space index).",
+                             MetricType::Gauge);
+  LinkFamilies host_links(f, "host");
+  auto& host_temp =
+      f.Declare("accelmon_host_temperature_celsius",
+                "Host temperature sensors (thermal zones, hwmon).", MetricType::Gauge);
+  auto& host_power =
+      f.Declare("accelmon_host_power_watts", "Host power sensors (hwmon).", MetricType::Gauge);
+
   auto& info =
       f.Declare("accelmon_device_info", "1 per device; firmware, driver and PCI bus id as labels.",
                 MetricType::Gauge);
@@ -196,17 +279,7 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
   auto& remapped =
       f.Declare("accelmon_device_remapped_rows",
                 "Memory rows remapped, by the kind of error that caused it.", MetricType::Gauge);
-  auto& link_up = f.Declare("accelmon_device_link_up", "1 while the link is up, 0 when down.",
-                            MetricType::Gauge);
-  auto& link_tx = f.Declare("accelmon_device_link_transmit_bytes_total",
-                            "Bytes sent over the link.", MetricType::Counter);
-  auto& link_rx = f.Declare("accelmon_device_link_receive_bytes_total",
-                            "Bytes received over the link.", MetricType::Counter);
-  auto& link_max = f.Declare("accelmon_device_link_max_bandwidth_bytes_per_second",
-                             "Link capacity in one direction at its current speed and width.",
-                             MetricType::Gauge);
-  auto& link_errors = f.Declare("accelmon_device_link_errors_total", "Link error counters by type.",
-                                MetricType::Counter);
+  LinkFamilies device_links(f, "device");
 
   for (const NodeEntry& entry : nodes) {
     const v1::NodeReport& r = *entry.report;
@@ -237,6 +310,40 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
       if (const auto value = kHostMemory[i].read(hm)) {
         Add(*host_memory[i], node_labels, static_cast<double>(*value));
       }
+    }
+
+    const auto& host = r.host();
+    if (host.vmstat().has_oom_kill_total()) {
+      Add(oom_kills, node_labels, static_cast<double>(host.vmstat().oom_kill_total()));
+    }
+    if (host.memory_pressure().has_some_total_us()) {
+      Add(pressure, node_labels, "kind", "some",
+          static_cast<double>(host.memory_pressure().some_total_us()) / 1e6);
+    }
+    if (host.memory_pressure().has_full_total_us()) {
+      Add(pressure, node_labels, "kind", "full",
+          static_cast<double>(host.memory_pressure().full_total_us()) / 1e6);
+    }
+    for (const v1::BuddyZone& zone : host.buddyinfo()) {
+      for (int order = 0; order < zone.free_blocks_size(); ++order) {
+        const Labels zl{{"node", r.node()},
+                        {"numa_node", std::to_string(zone.numa_node())},
+                        {"zone", zone.zone()},
+                        {"order", std::to_string(order)}};
+        Add(free_blocks, zl, static_cast<double>(zone.free_blocks(order)));
+        if (const auto ratio = collectors::UnusableFreeIndex(zone, static_cast<unsigned>(order))) {
+          Add(unusable, zl, *ratio);
+        }
+      }
+    }
+    for (const v1::Link& l : host.links()) host_links.Add(node_labels, l, /*with_peer=*/false);
+    for (const v1::TemperatureSensor& t : host.temperatures()) {
+      if (!t.has_celsius()) continue;
+      Add(host_temp, {{"node", r.node()}, {"chip", t.chip()}, {"sensor", t.sensor()}}, t.celsius());
+    }
+    for (const v1::PowerSensor& p : host.power_sensors()) {
+      if (!p.has_watts()) continue;
+      Add(host_power, {{"node", r.node()}, {"chip", p.chip()}, {"sensor", p.sensor()}}, p.watts());
     }
 
     for (const v1::DeviceTelemetry& d : r.devices()) {
@@ -307,26 +414,7 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
             static_cast<double>(e.remapped_rows_uncorrectable()));
       }
 
-      for (const v1::Link& l : d.links()) {
-        Labels ll = dl;
-        ll.push_back({"link", l.name()});
-        ll.push_back({"kind", std::string(LinkKindLabel(l.kind()))});
-        ll.push_back({"peer", l.peer()});
-        if (l.has_up()) Add(link_up, ll, l.up() ? 1 : 0);
-        if (l.has_transmit_bytes_total()) {
-          Add(link_tx, ll, static_cast<double>(l.transmit_bytes_total()));
-        }
-        if (l.has_receive_bytes_total()) {
-          Add(link_rx, ll, static_cast<double>(l.receive_bytes_total()));
-        }
-        if (l.has_max_bandwidth_bytes_per_second()) {
-          Add(link_max, ll, l.max_bandwidth_bytes_per_second());
-        }
-        std::map<std::string, uint64_t> errors(l.errors_total().begin(), l.errors_total().end());
-        for (const auto& [type, count] : errors) {
-          Add(link_errors, ll, "type", type, static_cast<double>(count));
-        }
-      }
+      for (const v1::Link& l : d.links()) device_links.Add(dl, l, /*with_peer=*/true);
     }
   }
   return std::move(f).Take();

@@ -1,31 +1,40 @@
 #!/usr/bin/env bash
-# The one place that names the Debian packages accelmon needs to build, test and benchmark.
-# Idempotent: installs only what is missing, and does nothing (no apt-get update) when all is present.
+# The one place that names the Debian packages accelmon needs.
+#   install-deps.sh build   what `make run` needs: compilers and libraries
+#   install-deps.sh test    also the real peers the tests run (promtool, node_exporter, clang's
+#                           libFuzzer) — installing prometheus or node_exporter on a systemd host
+#                           also enables their services, so `make run` does not ask for them
+# Idempotent: installs only what is missing, and does nothing (no apt-get update) when all is there.
 set -euo pipefail
 
-PACKAGES=(
-  # build
+profile=${1:-test}
+BUILD=(
   cmake ninja-build g++ make pkg-config
-  # libraries (found with find_package)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  prometheus-cpp-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev libzstd-dev
-  # tests and benchmarks
+  prometheus-cpp-dev libcivetweb-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
+  libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # real peers for tests: promtool (prometheus), curl for scraping by hand
-  prometheus curl
-  # formatting
+  curl
+)
+TEST=(
+  prometheus                 # promtool, and a real Prometheus for end-to-end tests
+  prometheus-node-exporter   # the peer the host collectors are compared with
+  clang libclang-rt-14-dev   # libFuzzer for the parser fuzz targets
   clang-format
 )
+
+case "$profile" in
+  build) PACKAGES=("${BUILD[@]}") ;;
+  test) PACKAGES=("${BUILD[@]}" "${TEST[@]}") ;;
+  *) echo "usage: $0 [build|test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
-
-if [[ ${#missing[@]} -eq 0 ]]; then
-  exit 0
-fi
+[[ ${#missing[@]} -eq 0 ]] && exit 0
 
 echo "install-deps: installing ${missing[*]}" >&2
 SUDO=""
@@ -35,6 +44,6 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# --no-install-recommends keeps the prometheus package from pulling a web UI stack we do not use.
+# --no-install-recommends: the prometheus package would otherwise pull a web UI stack we never use.
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "install-deps: done" >&2

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Host collection cost, accelmon against Debian's node_exporter, in the same run, over the SAME
+# fixture root (tests/fixtures/host) and the equivalent collectors. Prints a Markdown table.
+#   bench/host_vs_node_exporter.sh BUILD_DIR [SCRAPES]
+# CPU is read from /proc/PID/stat (utime+stime, clock ticks) around a fixed number of scrapes or
+# collection cycles, so it counts only the measured process, not curl or the exporter.
+set -euo pipefail
+build=${1:-build}
+scrapes=${2:-1000}
+root=$(cd "$(dirname "$0")/../tests/fixtures/host" && pwd)
+hz=$(getconf CLK_TCK)
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+free_port() { # asks the kernel for an unused port
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((20000 + RANDOM % 20000))
+}
+
+# --- node_exporter: CPU per scrape --------------------------------------------------------------
+port=$(free_port)
+prometheus-node-exporter --path.procfs="$root/proc" --path.sysfs="$root/sys" \
+  --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
+  --collector.meminfo --collector.vmstat --collector.pressure --collector.buddyinfo \
+  --collector.netdev --collector.netclass --collector.infiniband --collector.thermal_zone \
+  --collector.hwmon 2>"$work/ne.log" &
+ne=$!
+pids+=("$ne")
+for _ in $(seq 100); do curl -fs "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.05; done
+for _ in $(seq 50); do curl -fs "127.0.0.1:$port/metrics" >/dev/null; done # warm up
+before=$(cpu_ticks "$ne")
+for _ in $(seq "$scrapes"); do curl -fs "127.0.0.1:$port/metrics" >/dev/null; done
+after=$(cpu_ticks "$ne")
+ne_us=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$scrapes" 'BEGIN { printf "%.0f", t / hz / n * 1e6 }')
+ne_series=$(curl -fs "127.0.0.1:$port/metrics" | grep -Ec '^node_(memory|vmstat|pressure|buddyinfo|network|infiniband|thermal|hwmon)_')
+
+# --- accelmon agent process: CPU per collection cycle, streaming to a real exporter ------------
+"$build/accelmon" exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
+  >"$work/exporter.log" 2>&1 &
+pids+=("$!")
+for _ in $(seq 100); do grep -q "ingest on" "$work/exporter.log" && break; sleep 0.05; done
+ports=$(grep -Eo 'port [0-9]+' "$work/exporter.log")
+grpc=$(echo "$ports" | head -1 | grep -Eo '[0-9]+')
+web=$(echo "$ports" | tail -1 | grep -Eo '[0-9]+')
+"$build/accelmon" agent --exporter.address "127.0.0.1:$grpc" --node.name bench \
+  --path.procfs "$root/proc" --path.sysfs "$root/sys" --collect.interval 10ms >"$work/agent.log" 2>&1 &
+agent=$!
+pids+=("$agent")
+ingested() { curl -fs "127.0.0.1:$web/metrics" | awk '/^accelmon_exporter_reports_ingested_total/ {print $2}'; }
+sleep 2 # warm up
+c0=$(cpu_ticks "$agent"); r0=$(ingested)
+sleep 10
+c1=$(cpu_ticks "$agent"); r1=$(ingested)
+agent_us=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$(awk -v a="$r0" -v b="$r1" 'BEGIN{print b-a}')" \
+  'BEGIN { printf "%.0f", t / hz / n * 1e6 }')
+agent_series=$(curl -fs "127.0.0.1:$web/metrics" | grep -c '^accelmon_host_')
+
+# --- accelmon in-process (Google Benchmark) -----------------------------------------------------
+"$build/bench/host_collectors_bench" --benchmark_format=csv --benchmark_min_time=2 2>/dev/null >"$work/gb.csv"
+gb() { awk -F, -v n="\"$1\"" '$1 == n { printf "%.0f", $4 / 1000 }' "$work/gb.csv"; } # cpu_time ns -> us
+collect_us=$(gb BM_HostCollectionCycle/process_time/real_time)
+render_us=$(gb BM_HostCollectRenderSerialize/process_time/real_time)
+
+cat <<TABLE
+| what (same fixture root, same run) | CPU per cycle | series | vs node_exporter |
+| --- | --- | --- | --- |
+| node_exporter $(prometheus-node-exporter --version 2>&1 | head -1 | awk '{print $3}'), one scrape of 9 collectors | ${ne_us} µs | ${ne_series} | 1× |
+| accelmon agent process, one tick (collect + encode + gRPC send + ack) | ${agent_us} µs | ${agent_series} | $(awk -v a="$ne_us" -v b="$agent_us" 'BEGIN { printf "%.1f× less", a / b }') |
+| accelmon collectors only, in-process (\`BM_HostCollectionCycle\`) | ${collect_us} µs | | $(awk -v a="$ne_us" -v b="$collect_us" 'BEGIN { printf "%.1f× less", a / b }') |
+| accelmon collect + render + text-serialise (\`BM_HostCollectRenderSerialize\`) | ${render_us} µs | | $(awk -v a="$ne_us" -v b="$render_us" 'BEGIN { printf "%.1f× less", a / b }') |
+TABLE

@@ -1,0 +1,88 @@
+#include "collectors/buddyinfo.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "collectors/file_reader.h"
+#include "collectors/text_parsing.h"
+
+namespace accelmon::collectors {
+namespace {
+
+// Parses one "Node 0, zone   Normal  28311  21974 ..." line; false when it does not fit.
+bool ParseLine(std::string_view line, v1::BuddyZone& zone) {
+  const auto fields = SplitFields(line);
+  if (fields.size() < 5 || fields[0] != "Node" || fields[2] != "zone") return false;
+  std::string_view node = fields[1];
+  if (node.ends_with(',')) node.remove_suffix(1);
+  const std::optional<uint64_t> node_id = ParseUint64(node);
+  if (!node_id || *node_id > std::numeric_limits<uint32_t>::max()) return false;
+  zone.set_numa_node(static_cast<uint32_t>(*node_id));
+  zone.set_zone(std::string(fields[3]));
+  for (size_t i = 4; i < fields.size(); ++i) {
+    const std::optional<uint64_t> blocks = ParseUint64(fields[i]);
+    if (!blocks) return false;
+    zone.add_free_blocks(*blocks);
+  }
+  return true;
+}
+
+}  // namespace
+
+size_t ParseBuddyinfo(std::string_view text, v1::HostTelemetry& host) {
+  size_t malformed = 0;
+  ForEachLine(text, [&](std::string_view line) {
+    if (Trim(line).empty()) return;
+    v1::BuddyZone zone;
+    if (!ParseLine(line, zone)) {
+      ++malformed;
+      return;
+    }
+    *host.add_buddyinfo() = std::move(zone);
+  });
+  return malformed;
+}
+
+std::optional<double> UnusableFreeIndex(const v1::BuddyZone& zone, unsigned order) {
+  const auto& blocks = zone.free_blocks();
+  if (order >= static_cast<unsigned>(blocks.size())) return std::nullopt;
+  // In pages, as doubles: 2^i * k_i overflows uint64 for hostile input, and the ratio needs
+  // no more than double's precision.
+  double total = 0;
+  double unusable = 0;  // pages in blocks of order < `order`
+  for (int i = 0; i < blocks.size(); ++i) {
+    const double pages = std::ldexp(static_cast<double>(blocks[i]), i);
+    total += pages;
+    if (static_cast<unsigned>(i) < order) unusable += pages;
+  }
+  // Beyond ~1000 orders (hostile input only) the page count overflows even a double.
+  if (total == 0 || !std::isfinite(total)) return std::nullopt;
+  return unusable / total;
+}
+
+void BuddyinfoCollector::Collect(v1::NodeReport& report) {
+  const auto path = paths_.Proc("buddyinfo");
+  const std::string text = ReadTextFile(path);
+  v1::HostTelemetry& host = *report.mutable_host();
+  const int first_new = host.buddyinfo_size();
+  const size_t malformed = ParseBuddyinfo(text, host);
+  if (const long page_size = ::sysconf(_SC_PAGESIZE); page_size > 0) {
+    for (int i = first_new; i < host.buddyinfo_size(); ++i) {
+      host.mutable_buddyinfo(i)->set_page_size_bytes(static_cast<uint64_t>(page_size));
+    }
+  }
+  if (malformed > 0) {
+    // Once at warn level, then quietly: a kernel format change would otherwise flood the log.
+    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
+    spdlog::log(level, "buddyinfo: skipped {} malformed line(s) in {}", malformed, path.string());
+    warned_malformed_ = true;
+  }
+}
+
+}  // namespace accelmon::collectors

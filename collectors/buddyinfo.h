@@ -1,0 +1,36 @@
+// Free memory blocks per NUMA node, zone and order from /proc/buddyinfo.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include "collectors/collector.h"
+#include "collectors/path_resolver.h"
+
+namespace accelmon::collectors {
+
+// Parses /proc/buddyinfo text ("Node 0, zone   Normal   1 2 3 ...") and appends one BuddyZone
+// per line to host.buddyinfo(), page_size_bytes left absent (the text does not say it). Returns
+// the number of skipped malformed lines; a malformed line adds nothing.
+size_t ParseBuddyinfo(std::string_view text, v1::HostTelemetry& host);
+
+// The unusable free space index F_u(order) of Gorman & Whitcroft, "The What, the Why and the Where
+// To of Anti-Fragmentation" (2006): the share of the zone's free pages that sit in blocks smaller
+// than 2^order pages and so cannot serve an allocation of that order. 0 = every free page could,
+// 1 = none could. nullopt when the zone has no free pages or `order` is beyond its orders.
+std::optional<double> UnusableFreeIndex(const v1::BuddyZone& zone, unsigned order);
+
+class BuddyinfoCollector final : public Collector {
+ public:
+  explicit BuddyinfoCollector(PathResolver paths) : paths_(std::move(paths)) {}
+
+  std::string_view name() const override { return "buddyinfo"; }
+  void Collect(v1::NodeReport& report) override;
+
+ private:
+  PathResolver paths_;
+  bool warned_malformed_ = false;
+};
+
+}  // namespace accelmon::collectors
