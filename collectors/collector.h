@@ -2,7 +2,9 @@
 #pragma once
 
 #include <stdexcept>
+#include <string>
 #include <string_view>
+#include <system_error>
 
 #include "accelmon/v1/telemetry.pb.h"
 
@@ -14,6 +16,22 @@ class CollectorError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Thrown when this node simply has no such source (no InfiniBand, no hwmon, a kernel without
+// PSI). Like node_exporter's "no data", the collector is not counted as failed.
+class SourceAbsent : public CollectorError {
+ public:
+  using CollectorError::CollectorError;
+};
+
+// Throws SourceAbsent for a missing path or a feature the kernel has switched off (ENOENT,
+// EOPNOTSUPP: PSI with psi=0), CollectorError for any other error.
+[[noreturn]] inline void ThrowSourceError(const std::string& what, const std::error_code& ec) {
+  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::operation_not_supported) {
+    throw SourceAbsent(what + ": " + ec.message());
+  }
+  throw CollectorError(what + ": " + ec.message());
+}
 
 class Collector {
  public:

@@ -34,7 +34,10 @@ size_t ParsePressure(std::string_view text, v1::HostPressure& pressure) {
 
 void PressureCollector::Collect(v1::NodeReport& report) {
   const auto path = paths_.Proc("pressure/memory");
-  const std::string text = ReadTextFile(path);
+  std::string text;
+  if (const int err = TryReadTextFile(path, text); err != 0) {
+    ThrowSourceError(path.string(), std::error_code(err, std::generic_category()));
+  }
   const size_t malformed = ParsePressure(text, *report.mutable_host()->mutable_memory_pressure());
   if (malformed > 0) {
     // Once at warn level, then quietly: a kernel format change would otherwise flood the log.

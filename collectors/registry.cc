@@ -5,14 +5,35 @@
 #include <chrono>
 #include <exception>
 
+#include "collectors/buddyinfo.h"
+#include "collectors/hwmon.h"
+#include "collectors/infiniband.h"
 #include "collectors/meminfo.h"
+#include "collectors/netdev.h"
+#include "collectors/pressure.h"
 #include "collectors/sim.h"
+#include "collectors/thermal_zone.h"
+#include "collectors/vmstat.h"
 
 namespace accelmon::collectors {
 
+std::unique_ptr<Collector> CreateHostCollector(std::string_view name, const PathResolver& paths) {
+  if (name == "meminfo") return std::make_unique<MeminfoCollector>(paths);
+  if (name == "vmstat") return std::make_unique<VmstatCollector>(paths);
+  if (name == "pressure") return std::make_unique<PressureCollector>(paths);
+  if (name == "buddyinfo") return std::make_unique<BuddyinfoCollector>(paths);
+  if (name == "netdev") return std::make_unique<NetdevCollector>(paths);
+  if (name == "infiniband") return std::make_unique<InfinibandCollector>(paths);
+  if (name == "thermal_zone") return std::make_unique<ThermalZoneCollector>(paths);
+  if (name == "hwmon") return std::make_unique<HwmonCollector>(paths);
+  return nullptr;
+}
+
 std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& config) {
   std::vector<std::unique_ptr<Collector>> collectors;
-  collectors.push_back(std::make_unique<MeminfoCollector>(config.paths));
+  for (const std::string_view name : kHostCollectors) {
+    collectors.push_back(CreateHostCollector(name, config.paths));
+  }
   if (config.sim_devices > 0) {
     collectors.push_back(std::make_unique<SimCollector>(
         SimOptions{.devices = config.sim_devices, .seed = config.sim_seed}));
@@ -33,6 +54,13 @@ void CollectorSet::CollectAll(v1::NodeReport& report) {
       collector.Collect(report);
       status.set_success(true);
       if (failing_[i]) spdlog::info("collector {}: data again", collector.name());
+      failing_[i] = false;
+    } catch (const SourceAbsent& e) {
+      // Nothing to collect on this node (no InfiniBand, no hwmon): not a failure.
+      status.set_success(true);
+      status.set_error(e.what());
+      if (!failing_[i])
+        spdlog::debug("collector {}: no such source here: {}", collector.name(), e.what());
       failing_[i] = false;
     } catch (const std::exception& e) {
       status.set_success(false);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "collectors/collector.h"
@@ -14,6 +15,13 @@ struct CollectorConfig {
   int sim_devices = 0;  // --sim N; 0 = no simulated devices
   uint64_t sim_seed = 0;
 };
+
+// Every host collector, in the order they run.
+inline constexpr std::string_view kHostCollectors[] = {
+    "meminfo", "vmstat", "pressure", "buddyinfo", "netdev", "infiniband", "thermal_zone", "hwmon"};
+
+// One host collector by name (one of kHostCollectors), or nullptr.
+std::unique_ptr<Collector> CreateHostCollector(std::string_view name, const PathResolver& paths);
 
 // The collectors for this configuration, in the order they run.
 std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& config);

@@ -14,16 +14,29 @@ declare -A seeds=(
   [pressure]="host/proc/pressure/memory"
   [buddyinfo]="host/proc/buddyinfo"
   [netdev]="host/proc/net/dev"
-  [sysfs_values]="host/sys/class/net/ens1f0/speed host/sys/class/net/ens1f0/mtu"
+  [sysfs_values]="host/sys/class/net/ens1f0/speed host/sys/class/infiniband/mlx5_0/ports/1/rate host/sys/class/infiniband/mlx5_0/ports/1/state host/sys/class/thermal/thermal_zone0/temp"
+  [sysfs_devices]=""
 )
 for target in "${!seeds[@]}"; do
   corpus="$work/$target"
   mkdir -p "$corpus"
   for f in ${seeds[$target]}; do [ -f "$root/$f" ] && cp "$root/$f" "$corpus/$(echo "$f" | tr / _)"; done
+  # sysfs_devices takes "attribute=value" lines: seed it with a real hwmon chip and IB port.
+  if [ "$target" = sysfs_devices ]; then
+    for d in host/sys/class/hwmon/hwmon0 host/sys/class/infiniband/mlx5_0/ports/1; do
+      (cd "$root/$d" && find . -type f | sed 's|^\./||' | while read -r f; do
+        printf '%s=%s\n' "$f" "$(head -c 200 "$f" | tr -d '\n')"; done) >"$corpus/$(echo "$d" | tr / _)"
+    done
+  fi
   echo "fuzz: $target for ${seconds}s"
-  "$build/tests/fuzz/${target}_fuzz" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 \
+  "$build/tests/fuzz/${target}_fuzz" -artifact_prefix="$work/" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 \
     -print_final_stats=1 "$corpus" 2>"$work/$target.log" ||
-    { tail -n 40 "$work/$target.log"; echo "fuzz: $target FAILED"; exit 1; }
+    {
+      sed -n '/ERROR:/,/SUMMARY:/p' "$work/$target.log" | head -n 40
+      tail -n 8 "$work/$target.log"   # the input, as bytes and Base64, to reproduce it
+      echo "fuzz: $target FAILED"
+      exit 1
+    }
   grep -E "stat::number_of_executed_units" "$work/$target.log" | sed "s/^/  /"
 done
 echo "fuzz: all targets ran clean"

@@ -1,11 +1,14 @@
-// libFuzzer target: the one-value sysfs attribute parsers every sysfs collector uses.
+// libFuzzer target: the one-value sysfs attribute parsers the sysfs collectors use.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
+#include "collectors/hwmon.h"
+#include "collectors/infiniband.h"
 #include "collectors/text_parsing.h"
+#include "collectors/thermal_zone.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -17,5 +20,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (field.empty()) std::abort();  // SplitFields never yields an empty field
   }
   ForEachLine(text, [](std::string_view line) { (void)Trim(line); });
+  (void)ParseInfinibandState(text);
+  if (const auto rate = ParseInfinibandRate(text); rate && !(*rate >= 0)) std::abort();
+  (void)ThermalZoneNumber(text);
+  (void)HwmonNumber(text);
+  (void)IsHwmonAttributeOfInterest(text);
+  accelmon::v1::HostTelemetry host;
+  (void)ParseThermalZone("thermal_zone0", "acpitz", text, host);
   return 0;
 }

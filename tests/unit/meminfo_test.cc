@@ -86,9 +86,33 @@ TEST(CollectorSet, AFailingCollectorIsNoDataAndTheOthersStillRun) {
   EXPECT_FALSE(report.host().memory().has_total_bytes());
 }
 
-TEST(CreateCollectors, SimOnlyWhenAsked) {
-  EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 0}).size(), 1u);
-  EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 8}).size(), 2u);
+TEST(CreateCollectors, EveryHostCollectorAndSimOnlyWhenAsked) {
+  const size_t host = std::size(kHostCollectors);
+  EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 0}).size(), host);
+  EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 8}).size(), host + 1);
+  for (const auto name : kHostCollectors) {
+    const auto collector = CreateHostCollector(name, PathResolver());
+    ASSERT_NE(collector, nullptr) << name;
+    EXPECT_EQ(collector->name(), name);
+  }
+  EXPECT_EQ(CreateHostCollector("nope", PathResolver()), nullptr);
+}
+
+TEST(CollectorSet, AnAbsentSourceIsNotAFailure) {
+  // A node without InfiniBand or hwmon: nothing to report, and nothing to alert on.
+  std::vector<std::unique_ptr<Collector>> list;
+  list.push_back(CreateHostCollector("infiniband", PathResolver("/nonexistent", "/nonexistent")));
+  list.push_back(CreateHostCollector("pressure", PathResolver("/nonexistent", "/nonexistent")));
+  CollectorSet set(std::move(list));
+  v1::NodeReport report;
+  set.CollectAll(report);
+  ASSERT_EQ(report.collectors_size(), 2);
+  for (const auto& status : report.collectors()) {
+    EXPECT_TRUE(status.success()) << status.name();
+    EXPECT_NE(status.error().find("/nonexistent"), std::string::npos) << status.error();
+  }
+  EXPECT_EQ(report.host().links_size(), 0);
+  EXPECT_FALSE(report.host().has_memory_pressure());
 }
 
 }  // namespace

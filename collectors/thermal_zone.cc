@@ -1,0 +1,76 @@
+#include "collectors/thermal_zone.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "collectors/text_parsing.h"
+
+namespace accelmon::collectors {
+
+std::optional<uint64_t> ThermalZoneNumber(std::string_view dir_name) {
+  constexpr std::string_view kPrefix = "thermal_zone";
+  if (!dir_name.starts_with(kPrefix)) return std::nullopt;
+  const std::string_view digits = dir_name.substr(kPrefix.size());
+  // ParseUint64 tolerates spaces and a '+'; a directory name must be plain digits.
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  return ParseUint64(digits);
+}
+
+bool ParseThermalZone(std::string_view chip, std::string_view type, std::string_view temp,
+                      v1::HostTelemetry& host) {
+  type = Trim(type);
+  const std::optional<int64_t> millidegrees = ParseInt64(temp);
+  if (type.empty() || !millidegrees) return false;
+  v1::TemperatureSensor& sensor = *host.add_temperatures();
+  sensor.set_chip(std::string(chip));
+  sensor.set_sensor(std::string(type));
+  sensor.set_celsius(static_cast<double>(*millidegrees) / 1000.0);
+  return true;
+}
+
+void ThermalZoneCollector::Collect(v1::NodeReport& report) {
+  const std::filesystem::path root = paths_.Sys("class/thermal");
+  std::error_code ec;
+  std::filesystem::directory_iterator it(root, ec);
+  if (ec) ThrowSourceError(root.string(), ec);
+
+  std::vector<std::pair<uint64_t, std::string>> zones;
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::string dir_name = it->path().filename().string();
+    if (const auto number = ThermalZoneNumber(dir_name)) {
+      zones.emplace_back(*number, std::move(dir_name));
+    }
+  }
+  if (ec) throw CollectorError(root.string() + ": " + ec.message());
+  std::sort(zones.begin(), zones.end());
+
+  size_t malformed = 0;
+  v1::HostTelemetry& host = *report.mutable_host();
+  for (const auto& [number, dir_name] : zones) {
+    const std::filesystem::path zone = root / dir_name;
+    // Drivers answer EINVAL, ENODATA or EAGAIN for a sensor that is off (an iwlwifi zone of a
+    // down interface): routine, so skipped quietly.
+    const auto type = ReadAttribute(zone / "type");
+    const auto temp = ReadAttribute(zone / "temp");
+    if (!type || !temp) continue;
+    if (!ParseThermalZone(dir_name, *type, *temp, host)) ++malformed;
+  }
+  if (malformed > 0) {
+    // Once at warn level, then quietly: a broken driver would otherwise flood the log.
+    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
+    spdlog::log(level, "thermal_zone: skipped {} zone(s) with a non-numeric temp in {}", malformed,
+                root.string());
+    warned_malformed_ = true;
+  }
+}
+
+}  // namespace accelmon::collectors
