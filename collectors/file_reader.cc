@@ -30,6 +30,22 @@ int TryReadTextFile(const std::filesystem::path& path, std::string& out) {
   return 0;
 }
 
+int TryReadAttributeFile(const std::filesystem::path& path, std::string& out) {
+  out.clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  char buffer[4096];
+  ssize_t n;
+  do {
+    n = ::read(fd, buffer, sizeof buffer);
+  } while (n < 0 && errno == EINTR);
+  const int saved = errno;
+  ::close(fd);
+  if (n < 0) return saved;
+  out.assign(buffer, static_cast<size_t>(n));
+  return 0;
+}
+
 std::string ReadTextFile(const std::filesystem::path& path) {
   std::string contents;
   if (const int err = TryReadTextFile(path, contents); err != 0) {

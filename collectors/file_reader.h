@@ -11,6 +11,11 @@ namespace accelmon::collectors {
 // does not support fail routinely, on every tick.
 int TryReadTextFile(const std::filesystem::path& path, std::string& out);
 
+// Reads a sysfs attribute with ONE read(2): the kernel renders an attribute whole, at most a
+// page, in the first read, so the read that would confirm end-of-file is saved (a fifth of a
+// host collection cycle's system calls). Returns 0 or the errno.
+int TryReadAttributeFile(const std::filesystem::path& path, std::string& out);
+
 // As TryReadTextFile, but throws CollectorError("read <path>: <strerror>") on failure. For the
 // one file a collector cannot do without.
 std::string ReadTextFile(const std::filesystem::path& path);

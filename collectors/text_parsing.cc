@@ -62,7 +62,7 @@ std::optional<double> ParseDouble(std::string_view text) {
 
 std::optional<std::string> ReadAttribute(const std::filesystem::path& path) {
   std::string text;
-  if (TryReadTextFile(path, text) != 0) return std::nullopt;
+  if (TryReadAttributeFile(path, text) != 0) return std::nullopt;
   const std::string_view trimmed = Trim(text);
   if (trimmed.empty()) return std::nullopt;
   return std::string(trimmed);
