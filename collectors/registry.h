@@ -1,7 +1,9 @@
 // Which collectors an agent runs, and running them all for one tick.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +16,11 @@ struct CollectorConfig {
   PathResolver paths;
   int sim_devices = 0;  // --sim N; 0 = no simulated devices
   uint64_t sim_seed = 0;
+  // Device collectors; each is off by itself when its library or sysfs tree is absent.
+  bool devices = false;                            // false in tests that want host collectors only
+  std::string nvml_library = "libnvidia-ml.so.1";  // --nvml.library
+  std::string dcmi_library = "libdcmi.so";         // --dcmi.library
+  std::chrono::milliseconds device_timeout{2000};  // --collect.device-timeout
 };
 
 // Every host collector, in the order they run.

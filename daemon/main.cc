@@ -76,6 +76,17 @@ void AddCollectorFlags(CLI::App& cmd, accelmon::CollectorFlags& f) {
       ->capture_default_str();
   cmd.add_option("--sim.seed", f.sim_seed,
                  "Seed of the simulated devices (default: derived from the node name)");
+  cmd.add_option("--nvml.library", f.nvml_library,
+                 "NVIDIA NVML library to load; NVIDIA collection is off when it cannot be loaded")
+      ->capture_default_str();
+  cmd.add_option("--dcmi.library", f.dcmi_library,
+                 "Huawei Ascend DCMI library to load; Ascend collection is off when it cannot be "
+                 "loaded")
+      ->capture_default_str();
+  cmd.add_option("--collect.device-timeout", f.device_timeout,
+                 "Give up on a device collector's tick after this long (a hung driver call)")
+      ->check(kDuration)
+      ->capture_default_str();
 }
 
 void AddExporterFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {

@@ -46,7 +46,11 @@ collectors::CollectorSet MakeCollectors(const CollectorFlags& f) {
   collectors::CollectorConfig config{
       .paths = collectors::PathResolver(f.procfs, f.sysfs),
       .sim_devices = f.sim_devices,
-      .sim_seed = f.sim_seed.value_or(collectors::SimSeedForNode(f.node_name))};
+      .sim_seed = f.sim_seed.value_or(collectors::SimSeedForNode(f.node_name)),
+      .devices = true,
+      .nvml_library = f.nvml_library,
+      .dcmi_library = f.dcmi_library,
+      .device_timeout = *ParseDuration(f.device_timeout)};
   return collectors::CollectorSet(collectors::CreateCollectors(config));
 }
 

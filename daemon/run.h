@@ -16,6 +16,9 @@ struct CollectorFlags {
   std::string sysfs = "/sys";
   int sim_devices = 0;
   std::optional<uint64_t> sim_seed;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string dcmi_library = "libdcmi.so";
+  std::string device_timeout = "2s";
 };
 
 struct ExporterFlags {
