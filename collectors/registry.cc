@@ -5,11 +5,15 @@
 #include <chrono>
 #include <exception>
 
+#include "collectors/amdgpu.h"
 #include "collectors/buddyinfo.h"
+#include "collectors/dcmi.h"
+#include "collectors/deadline_collector.h"
 #include "collectors/hwmon.h"
 #include "collectors/infiniband.h"
 #include "collectors/meminfo.h"
 #include "collectors/netdev.h"
+#include "collectors/nvml.h"
 #include "collectors/pressure.h"
 #include "collectors/sim.h"
 #include "collectors/thermal_zone.h"
@@ -33,6 +37,27 @@ std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& 
   std::vector<std::unique_ptr<Collector>> collectors;
   for (const std::string_view name : kHostCollectors) {
     collectors.push_back(CreateHostCollector(name, config.paths));
+  }
+  if (config.devices) {
+    // Each vendor's collector turns itself off when its library or sysfs tree is absent; say so
+    // once, at info level, so "why are there no GPUs?" has an answer in the log.
+    auto add_device = [&](std::string_view vendor, std::unique_ptr<Collector> collector,
+                          const std::string& why_not) {
+      if (!collector) {
+        spdlog::info("{} collection off: {}", vendor, why_not);
+        return;
+      }
+      spdlog::info("{} collection on ({})", vendor, collector->name());
+      collectors.push_back(
+          std::make_unique<DeadlineCollector>(std::move(collector), config.device_timeout));
+    };
+    std::string why_not;
+    auto nvml = CreateNvmlCollector(config.nvml_library, &why_not);
+    add_device("NVIDIA", std::move(nvml), why_not);
+    auto amdgpu = CreateAmdgpuCollector(config.paths, &why_not);
+    add_device("AMD", std::move(amdgpu), why_not);
+    auto dcmi = CreateDcmiCollector(config.dcmi_library, &why_not);
+    add_device("Ascend", std::move(dcmi), why_not);
   }
   if (config.sim_devices > 0) {
     collectors.push_back(std::make_unique<SimCollector>(

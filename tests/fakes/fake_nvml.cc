@@ -1,0 +1,768 @@
+// A fake libnvidia-ml for tests: every NVML function the nvml collector resolves, over a
+// scriptable in-memory state, plus fake_nvml_* control functions that tests reach with dlsym on
+// the same library. Built twice: fake_nvml (a current driver) and, with FAKE_NVML_LEGACY,
+// fake_nvml_legacy (an old driver without the _v2 entry points, clock event reasons, field
+// values and row remapping).
+//
+// Values are numbers by key per device (fake_nvml_set_value; device -1 = all devices):
+//   memory.total memory.used memory.free memory.reserved (bytes), temp.gpu temp.memory
+//   temp.slowdown temp.shutdown (C), power.usage_mw power.limit_mw energy_mj, util.gpu
+//   util.memory (%), clock.sm clock.mem (MHz), throttle (bitmask), ecc.corrected
+//   ecc.uncorrected, remap.corr remap.unc remap.pending remap.failure, pcie.gen pcie.width
+//   pcie.replay, nvlink.count nvlink.speed_mbps, nvlink.<l>.state nvlink.<l>.peer (device index)
+//   nvlink.<l>.tx_kib nvlink.<l>.rx_kib nvlink.<l>.replay .recovery .crc_flit .crc_data.
+// Strings (fake_nvml_set_string): name uuid vbios bus (device), driver (device -1).
+// A missing key answers NVML_ERROR_NOT_SUPPORTED.
+// fake_nvml_set_return(function, device, code): that function answers `code` for that device
+// (-1: every device); function "*" = every per-device function; "field:<id>" = one field of
+// nvmlDeviceGetFieldValues.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "collectors/nvml_api.h"
+
+struct nvmlDevice_st {
+  int index;
+};
+struct nvmlEventSet_st {
+  int unused;
+};
+
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+struct Device {
+  std::map<std::string, double> values;
+  std::map<std::string, std::string> strings;
+  std::deque<unsigned long long> xids;
+  bool xid_registered = false;
+};
+
+struct State {
+  std::mutex mu;
+  int count = 2;
+  int init_count = 0;
+  Device devices[kMaxDevices];
+  std::string driver = "550.54.15";
+  std::map<std::pair<std::string, int>, nvmlReturn_t> returns;
+  std::map<std::string, int> hang_ms;  // one-shot: the next call to that function sleeps
+  int in_flight = 0;
+  unsigned last_wait_timeout = 0;
+  int wait_calls = 0;
+};
+
+State& S() {
+  static State* s = new State;  // never destroyed: a detached, hung caller may outlive main
+  return *s;
+}
+
+nvmlDevice_st g_handles[kMaxDevices] = {{0}, {1}, {2},  {3},  {4},  {5},  {6},  {7},
+                                        {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+nvmlEventSet_st g_event_set = {0};
+
+std::string BusId(int d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "00000000:%02X:00.0", (0x18 + 0x10 * d) & 0xff);
+  return buf;
+}
+
+void Defaults(int d, Device& dev) {
+  dev = Device{};
+  char uuid[64];
+  std::snprintf(uuid, sizeof uuid, "GPU-fa4e%04d-0000-4000-8000-%012d", d, d);
+  dev.strings = {{"name", "NVIDIA H200"},
+                 {"uuid", uuid},
+                 {"vbios", "96.00.99.00.0" + std::to_string(d)},
+                 {"bus", BusId(d)}};
+  const double total = 150754820096.0;  // 143771 MiB
+  const double reserved = 512.0 * (1 << 20);
+  const double used = (10.0 + d) * (1 << 30);
+  dev.values = {
+      {"memory.total", total},
+      {"memory.reserved", reserved},
+      {"memory.used", used},
+      {"memory.free", total - reserved - used},
+      {"temp.gpu", 41 + d},
+      {"temp.memory", 47 + d},
+      {"temp.slowdown", 87},
+      {"temp.shutdown", 92},
+      {"power.usage_mw", 352500 + 1000 * d},
+      {"power.limit_mw", 700000},
+      {"energy_mj", 123456789 + 1000 * d},
+      {"util.gpu", 87 - d},
+      {"util.memory", 43},
+      {"clock.sm", 1980},
+      {"clock.mem", 2619},
+      {"throttle", d == 0 ? 0x4 : 0x0},  // sw_power_cap on the first GPU
+      {"ecc.corrected", 3 * d},
+      {"ecc.uncorrected", 0},
+      {"remap.corr", d},
+      {"remap.unc", 0},
+      {"remap.pending", 0},
+      {"remap.failure", 0},
+      {"pcie.gen", 5},
+      {"pcie.width", 16},
+      {"pcie.replay", 0},
+      {"nvlink.count", 2},
+      {"nvlink.speed_mbps", 26562},
+  };
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "nvlink." + std::to_string(l) + ".";
+    dev.values[p + "state"] = 1;
+    dev.values[p + "tx_kib"] = 1000000.0 * (l + 1) + d;
+    dev.values[p + "rx_kib"] = 2000000.0 * (l + 1) + d;
+    dev.values[p + "replay"] = l;
+    dev.values[p + "recovery"] = 0;
+    dev.values[p + "crc_flit"] = 2 * l;
+    dev.values[p + "crc_data"] = 0;
+  }
+}
+
+void ResetLocked(State& s) {
+  s.count = 2;
+  s.driver = "550.54.15";
+  for (int d = 0; d < kMaxDevices; ++d) Defaults(d, s.devices[d]);
+  s.returns.clear();
+  s.hang_ms.clear();
+  s.last_wait_timeout = 0;
+  s.wait_calls = 0;
+}
+
+struct Init {
+  Init() {
+    std::lock_guard lock(S().mu);
+    ResetLocked(S());
+  }
+} g_init;
+
+// One call into the fake: checks initialisation, the device, scripted answers and hangs.
+class Call {
+ public:
+  Call(const char* fn, nvmlDevice_t h, bool needs_init = true) : Call(fn, DeviceOf(h), needs_init) {
+    if (h == nullptr || device_ < 0)
+      ret_ = ret_ == NVML_SUCCESS ? NVML_ERROR_INVALID_ARGUMENT : ret_;
+  }
+  Call(const char* fn, int device, bool needs_init = true) : device_(device) {
+    State& s = S();
+    int hang = 0;
+    {
+      std::lock_guard lock(s.mu);
+      ++s.in_flight;
+      if (needs_init && s.init_count == 0) {
+        ret_ = NVML_ERROR_UNINITIALIZED;
+        return;
+      }
+      if (const auto it = s.hang_ms.find(fn); it != s.hang_ms.end()) {
+        hang = it->second;
+        s.hang_ms.erase(it);
+      }
+      ret_ = Scripted(s, fn, device);
+    }
+    if (hang > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hang));
+  }
+  ~Call() {
+    std::lock_guard lock(S().mu);
+    --S().in_flight;
+  }
+  nvmlReturn_t ret() const { return ret_; }
+  int device() const { return device_; }
+
+  static nvmlReturn_t Scripted(const State& s, const std::string& fn, int device) {
+    for (const auto& key : {std::pair{fn, device}, std::pair{fn, -1}}) {
+      if (const auto it = s.returns.find(key); it != s.returns.end()) return it->second;
+    }
+    if (device >= 0 && fn.rfind("field:", 0) != 0 && fn.rfind("nvmlEventSet", 0) != 0) {
+      for (const auto& key : {std::pair<std::string, int>{"*", device}, {"*", -1}}) {
+        if (const auto it = s.returns.find(key); it != s.returns.end()) return it->second;
+      }
+    }
+    return NVML_SUCCESS;
+  }
+
+ private:
+  static int DeviceOf(nvmlDevice_t h) {
+    if (h == nullptr) return -1;
+    const int d = h->index;
+    std::lock_guard lock(S().mu);
+    return d >= 0 && d < S().count ? d : -1;
+  }
+
+  int device_;
+  nvmlReturn_t ret_ = NVML_SUCCESS;
+};
+
+std::optional<double> Value(int d, const std::string& key) {
+  std::lock_guard lock(S().mu);
+  const auto& v = S().devices[d].values;
+  const auto it = v.find(key);
+  if (it == v.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::string> String(int d, const std::string& key) {
+  std::lock_guard lock(S().mu);
+  const auto& v = S().devices[d].strings;
+  const auto it = v.find(key);
+  if (it == v.end()) return std::nullopt;
+  return it->second;
+}
+
+template <typename T>
+nvmlReturn_t Out(int d, const char* key, T* out) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto v = Value(d, key);
+  if (!v) return NVML_ERROR_NOT_SUPPORTED;
+  *out = static_cast<T>(*v);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t CopyString(const std::optional<std::string>& s, char* buf, unsigned length) {
+  if (!s) return NVML_ERROR_NOT_SUPPORTED;
+  if (buf == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (s->size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(buf, s->c_str(), s->size() + 1);
+  return NVML_SUCCESS;
+}
+
+std::string LinkKey(unsigned link, const char* what) {
+  return "nvlink." + std::to_string(link) + "." + what;
+}
+
+nvmlReturn_t LinkExists(int d, unsigned link) {
+  const auto n = Value(d, "nvlink.count");
+  if (!n) return NVML_ERROR_NOT_SUPPORTED;
+  return link < static_cast<unsigned>(*n) ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+#define FAKE_ENTER(fn, handle)      \
+  Call call(fn, handle);            \
+  if (call.ret() != NVML_SUCCESS) { \
+    return call.ret();              \
+  }                                 \
+  const int d = call.device();      \
+  static_cast<void>(d)
+
+nvmlReturn_t DoInit(const char* fn) {
+  Call call(fn, -1, /*needs_init=*/false);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  std::lock_guard lock(S().mu);
+  ++S().init_count;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DoCount(const char* fn, unsigned* count) {
+  Call call(fn, -1);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  std::lock_guard lock(S().mu);
+  *count = static_cast<unsigned>(S().count);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DoHandle(const char* fn, unsigned index, nvmlDevice_t* device) {
+  int count = 0;
+  {
+    std::lock_guard lock(S().mu);
+    count = S().count;
+  }
+  if (device == nullptr || index >= static_cast<unsigned>(count)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  Call call(fn, static_cast<int>(index));
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  *device = &g_handles[index];
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DoMemoryV1(const char* fn, nvmlDevice_t device, nvmlMemory_t* memory) {
+  FAKE_ENTER(fn, device);
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto total = Value(d, "memory.total");
+  const auto free = Value(d, "memory.free");
+  if (!total || !free) return NVML_ERROR_NOT_SUPPORTED;
+  memory->total = static_cast<unsigned long long>(*total);
+  memory->free = static_cast<unsigned long long>(*free);
+  memory->used = memory->total - memory->free;  // v1: used includes the reservation
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t DoReasons(const char* fn, nvmlDevice_t device, unsigned long long* reasons) {
+  FAKE_ENTER(fn, device);
+  return Out(d, "throttle", reasons);
+}
+
+nvmlReturn_t DoWait(const char* fn, nvmlEventSet_t set, nvmlEventData_t* data, unsigned timeoutms) {
+  Call call(fn, -1);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  if (set != &g_event_set || data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  {
+    std::lock_guard lock(S().mu);
+    State& s = S();
+    s.last_wait_timeout = timeoutms;
+    ++s.wait_calls;
+    for (int dev = 0; dev < s.count; ++dev) {
+      Device& device = s.devices[dev];
+      if (device.xids.empty()) continue;
+      *data = nvmlEventData_t{};
+      data->device = &g_handles[dev];
+      data->eventType = nvmlEventTypeXidCriticalError;
+      data->eventData = device.xids.front();
+      data->gpuInstanceId = 0xFFFFFFFF;
+      data->computeInstanceId = 0xFFFFFFFF;
+      device.xids.pop_front();
+      return NVML_SUCCESS;
+    }
+  }
+  // Like the driver, an empty set blocks for the timeout (capped so a bad test cannot hang).
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::min(timeoutms, 5000U)));
+  return NVML_ERROR_TIMEOUT;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- NVML ------------------------------------------------------------------------------------
+
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlInit_v2(void) { return DoInit("nvmlInit_v2"); }
+#endif
+nvmlReturn_t nvmlInit(void) { return DoInit("nvmlInit"); }
+
+nvmlReturn_t nvmlShutdown(void) {
+  std::lock_guard lock(S().mu);
+  if (S().init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  --S().init_count;
+  return NVML_SUCCESS;
+}
+
+const char* nvmlErrorString(nvmlReturn_t result) {
+  switch (result) {
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
+  }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  Call call("nvmlSystemGetDriverVersion", -1);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  std::string driver;
+  {
+    std::lock_guard lock(S().mu);
+    driver = S().driver;
+  }
+  return CopyString(driver, version, length);
+}
+
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* deviceCount) {
+  return DoCount("nvmlDeviceGetCount_v2", deviceCount);
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  return DoHandle("nvmlDeviceGetHandleByIndex_v2", index, device);
+}
+#endif
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* deviceCount) {
+  return DoCount("nvmlDeviceGetCount", deviceCount);
+}
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return DoHandle("nvmlDeviceGetHandleByIndex", index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  FAKE_ENTER("nvmlDeviceGetName", device);
+  return CopyString(String(d, "name"), name, length);
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  FAKE_ENTER("nvmlDeviceGetUUID", device);
+  return CopyString(String(d, "uuid"), uuid, length);
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+  FAKE_ENTER("nvmlDeviceGetIndex", device);
+  if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *index = static_cast<unsigned>(d);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  FAKE_ENTER("nvmlDeviceGetPciInfo_v3", device);
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *pci = nvmlPciInfo_t{};
+  return CopyString(String(d, "bus"), pci->busId, sizeof pci->busId);
+}
+
+nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version, unsigned int length) {
+  FAKE_ENTER("nvmlDeviceGetVbiosVersion", device);
+  return CopyString(String(d, "vbios"), version, length);
+}
+
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  FAKE_ENTER("nvmlDeviceGetMemoryInfo_v2", device);
+  if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  const auto total = Value(d, "memory.total");
+  const auto reserved = Value(d, "memory.reserved");
+  const auto used = Value(d, "memory.used");
+  const auto free = Value(d, "memory.free");
+  if (!total || !reserved || !used || !free) return NVML_ERROR_NOT_SUPPORTED;
+  memory->total = static_cast<unsigned long long>(*total);
+  memory->reserved = static_cast<unsigned long long>(*reserved);
+  memory->used = static_cast<unsigned long long>(*used);
+  memory->free = static_cast<unsigned long long>(*free);
+  return NVML_SUCCESS;
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  return DoMemoryV1("nvmlDeviceGetMemoryInfo", device, memory);
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
+                                      unsigned int* temp) {
+  FAKE_ENTER("nvmlDeviceGetTemperature", device);
+  if (sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+  return Out(d, "temp.gpu", temp);
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
+                                               nvmlTemperatureThresholds_t thresholdType,
+                                               unsigned int* temp) {
+  FAKE_ENTER("nvmlDeviceGetTemperatureThreshold", device);
+  switch (thresholdType) {
+    case NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:
+      return Out(d, "temp.slowdown", temp);
+    case NVML_TEMPERATURE_THRESHOLD_SHUTDOWN:
+      return Out(d, "temp.shutdown", temp);
+    default:
+      return NVML_ERROR_NOT_SUPPORTED;
+  }
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
+  FAKE_ENTER("nvmlDeviceGetPowerUsage", device);
+  return Out(d, "power.usage_mw", power);
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* limit) {
+  FAKE_ENTER("nvmlDeviceGetEnforcedPowerLimit", device);
+  return Out(d, "power.limit_mw", limit);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy) {
+  FAKE_ENTER("nvmlDeviceGetTotalEnergyConsumption", device);
+  return Out(d, "energy_mj", energy);
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* utilization) {
+  FAKE_ENTER("nvmlDeviceGetUtilizationRates", device);
+  if (utilization == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (const nvmlReturn_t r = Out(d, "util.gpu", &utilization->gpu); r != NVML_SUCCESS) return r;
+  return Out(d, "util.memory", &utilization->memory);
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                    unsigned int* clock) {
+  FAKE_ENTER("nvmlDeviceGetClockInfo", device);
+  switch (type) {
+    case NVML_CLOCK_SM:
+      return Out(d, "clock.sm", clock);
+    case NVML_CLOCK_MEM:
+      return Out(d, "clock.mem", clock);
+    default:
+      return NVML_ERROR_NOT_SUPPORTED;
+  }
+}
+
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long* clocksEventReasons) {
+  return DoReasons("nvmlDeviceGetCurrentClocksEventReasons", device, clocksEventReasons);
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long* clocksThrottleReasons) {
+  return DoReasons("nvmlDeviceGetCurrentClocksThrottleReasons", device, clocksThrottleReasons);
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                         nvmlEccCounterType_t counterType,
+                                         unsigned long long* eccCounts) {
+  FAKE_ENTER("nvmlDeviceGetTotalEccErrors", device);
+  if (counterType != NVML_VOLATILE_ECC) return NVML_ERROR_NOT_SUPPORTED;
+  return Out(d, errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED ? "ecc.corrected" : "ecc.uncorrected",
+             eccCounts);
+}
+
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows,
+                                       unsigned int* uncRows, unsigned int* isPending,
+                                       unsigned int* failureOccurred) {
+  FAKE_ENTER("nvmlDeviceGetRemappedRows", device);
+  for (const auto& [key, out] : {std::pair{"remap.corr", corrRows},
+                                 {"remap.unc", uncRows},
+                                 {"remap.pending", isPending},
+                                 {"remap.failure", failureOccurred}}) {
+    if (const nvmlReturn_t r = Out(d, key, out); r != NVML_SUCCESS) return r;
+  }
+  return NVML_SUCCESS;
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* currLinkGen) {
+  FAKE_ENTER("nvmlDeviceGetCurrPcieLinkGeneration", device);
+  return Out(d, "pcie.gen", currLinkGen);
+}
+
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* currLinkWidth) {
+  FAKE_ENTER("nvmlDeviceGetCurrPcieLinkWidth", device);
+  return Out(d, "pcie.width", currLinkWidth);
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value) {
+  FAKE_ENTER("nvmlDeviceGetPcieReplayCounter", device);
+  return Out(d, "pcie.replay", value);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* isActive) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkState", device);
+  if (const nvmlReturn_t r = LinkExists(d, link); r != NVML_SUCCESS) return r;
+  unsigned state = 0;
+  if (const nvmlReturn_t r = Out(d, LinkKey(link, "state").c_str(), &state); r != NVML_SUCCESS) {
+    return r;
+  }
+  if (isActive == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *isActive = state != 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t* pci) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkRemotePciInfo_v2", device);
+  if (const nvmlReturn_t r = LinkExists(d, link); r != NVML_SUCCESS) return r;
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  int count = 0;
+  {
+    std::lock_guard lock(S().mu);
+    count = S().count;
+  }
+  int peer = count > 1 ? (d + 1 + static_cast<int>(link) % (count - 1)) % count : d;
+  if (const auto p = Value(d, LinkKey(link, "peer"))) peer = static_cast<int>(*p);
+  if (peer < 0 || peer >= kMaxDevices) return NVML_ERROR_UNKNOWN;
+  *pci = nvmlPciInfo_t{};
+  return CopyString(String(peer, "bus"), pci->busId, sizeof pci->busId);
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                             nvmlNvLinkErrorCounter_t counter,
+                                             unsigned long long* counterValue) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkErrorCounter", device);
+  if (const nvmlReturn_t r = LinkExists(d, link); r != NVML_SUCCESS) return r;
+  switch (counter) {
+    case NVML_NVLINK_ERROR_DL_REPLAY:
+      return Out(d, LinkKey(link, "replay").c_str(), counterValue);
+    case NVML_NVLINK_ERROR_DL_RECOVERY:
+      return Out(d, LinkKey(link, "recovery").c_str(), counterValue);
+    case NVML_NVLINK_ERROR_DL_CRC_FLIT:
+      return Out(d, LinkKey(link, "crc_flit").c_str(), counterValue);
+    case NVML_NVLINK_ERROR_DL_CRC_DATA:
+      return Out(d, LinkKey(link, "crc_data").c_str(), counterValue);
+    default:
+      return NVML_ERROR_NOT_SUPPORTED;
+  }
+}
+
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
+                                      nvmlFieldValue_t* values) {
+  FAKE_ENTER("nvmlDeviceGetFieldValues", device);
+  if (valuesCount < 0 || (valuesCount > 0 && values == nullptr)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  for (int i = 0; i < valuesCount; ++i) {
+    nvmlFieldValue_t& f = values[i];
+    f.timestamp = 1'700'000'000'000'000LL;
+    f.latencyUsec = 0;
+    f.value.ullVal = 0;
+    {
+      std::lock_guard lock(S().mu);
+      f.nvmlReturn = Call::Scripted(S(), "field:" + std::to_string(f.fieldId), d);
+    }
+    if (f.nvmlReturn != NVML_SUCCESS) continue;
+    std::optional<double> v;
+    switch (f.fieldId) {
+      case NVML_FI_DEV_MEMORY_TEMP:
+        f.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v = Value(d, "temp.memory");
+        break;
+      case NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON:
+        f.valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+        v = Value(d, "nvlink.speed_mbps");
+        break;
+      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+      case NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+        f.valueType = NVML_VALUE_TYPE_UNSIGNED_LONG_LONG;
+        if (LinkExists(d, f.scopeId) == NVML_SUCCESS) {
+          v = Value(
+              d, LinkKey(f.scopeId,
+                         f.fieldId == NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX ? "tx_kib" : "rx_kib"));
+        }
+        break;
+      default:
+        break;
+    }
+    if (!v) {
+      f.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    } else if (f.valueType == NVML_VALUE_TYPE_UNSIGNED_INT) {
+      f.value.uiVal = static_cast<unsigned>(*v);
+    } else {
+      f.value.ullVal = static_cast<unsigned long long>(*v);
+    }
+  }
+  return NVML_SUCCESS;
+}
+#endif
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  Call call("nvmlEventSetCreate", -1);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *set = &g_event_set;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set) {
+  FAKE_ENTER("nvmlDeviceRegisterEvents", device);
+  if (set != &g_event_set) return NVML_ERROR_INVALID_ARGUMENT;
+  if ((eventTypes & nvmlEventTypeXidCriticalError) != 0) {
+    std::lock_guard lock(S().mu);
+    S().devices[d].xid_registered = true;
+  }
+  return NVML_SUCCESS;
+}
+
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                 unsigned int timeoutms) {
+  return DoWait("nvmlEventSetWait_v2", set, data, timeoutms);
+}
+#endif
+
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeoutms) {
+  return DoWait("nvmlEventSetWait", set, data, timeoutms);
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  Call call("nvmlEventSetFree", -1);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  return set == &g_event_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+// ---- Control, for tests ----------------------------------------------------------------------
+
+void fake_nvml_reset() {
+  std::lock_guard lock(S().mu);
+  ResetLocked(S());
+}
+
+void fake_nvml_set_device_count(int n) {
+  std::lock_guard lock(S().mu);
+  S().count = n < 0 ? 0 : (n > kMaxDevices ? kMaxDevices : n);
+}
+
+void fake_nvml_set_value(int device, const char* key, double value) {
+  std::lock_guard lock(S().mu);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (device == -1 || device == d) S().devices[d].values[key] = value;
+  }
+}
+
+void fake_nvml_erase_value(int device, const char* key) {
+  std::lock_guard lock(S().mu);
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (device == -1 || device == d) S().devices[d].values.erase(key);
+  }
+}
+
+void fake_nvml_set_string(int device, const char* key, const char* value) {
+  std::lock_guard lock(S().mu);
+  if (device == -1 && std::strcmp(key, "driver") == 0) {
+    S().driver = value;
+    return;
+  }
+  for (int d = 0; d < kMaxDevices; ++d) {
+    if (device == -1 || device == d) S().devices[d].strings[key] = value;
+  }
+}
+
+void fake_nvml_set_return(const char* function_name, int device, nvmlReturn_t ret) {
+  std::lock_guard lock(S().mu);
+  if (ret == NVML_SUCCESS) {
+    S().returns.erase({function_name, device});
+  } else {
+    S().returns[{function_name, device}] = ret;
+  }
+}
+
+// Queues an XID as the driver would: only for a device registered for XID events.
+void fake_nvml_push_xid(int device, unsigned long long xid) {
+  std::lock_guard lock(S().mu);
+  if (device < 0 || device >= kMaxDevices || !S().devices[device].xid_registered) return;
+  S().devices[device].xids.push_back(xid);
+}
+
+void fake_nvml_hang(const char* function_name, int milliseconds) {
+  std::lock_guard lock(S().mu);
+  S().hang_ms[function_name] = milliseconds;
+}
+
+int fake_nvml_init_count() {
+  std::lock_guard lock(S().mu);
+  return S().init_count;
+}
+
+int fake_nvml_calls_in_flight() {
+  std::lock_guard lock(S().mu);
+  return S().in_flight;
+}
+
+unsigned fake_nvml_last_wait_timeout() {
+  std::lock_guard lock(S().mu);
+  return S().last_wait_timeout;
+}
+
+int fake_nvml_wait_calls() {
+  std::lock_guard lock(S().mu);
+  return S().wait_calls;
+}
+
+}  // extern "C"

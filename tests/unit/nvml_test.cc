@@ -1,0 +1,526 @@
+// The nvml collector over tests/fakes/fake_nvml.cc, a stand-in libnvidia-ml.so whose state the
+// tests script through its fake_nvml_* functions. To accept an intended change of the golden
+// file: ACCELMON_UPDATE_GOLDEN=1 ./build/tests/unit_tests --gtest_filter='NvmlGolden*' and review
+// the diff.
+#include "collectors/nvml.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "collectors/deadline_collector.h"
+#include "collectors/nvml_api.h"
+#include "collectors/registry.h"
+#include "collectors/shared_library.h"
+#include "collectors/sim.h"
+#include "daemon/metrics_renderer.h"
+
+namespace accelmon::collectors {
+namespace {
+
+using std::chrono::milliseconds;
+using SteadyClock = std::chrono::steady_clock;
+
+// The fake's control functions, from the same loaded instance the collector uses.
+struct FakeNvml {
+  explicit FakeNvml(const char* path) : lib(path) {
+    reset = lib.Function<void (*)()>("fake_nvml_reset");
+    set_device_count = lib.Function<void (*)(int)>("fake_nvml_set_device_count");
+    set_value = lib.Function<void (*)(int, const char*, double)>("fake_nvml_set_value");
+    erase_value = lib.Function<void (*)(int, const char*)>("fake_nvml_erase_value");
+    set_string = lib.Function<void (*)(int, const char*, const char*)>("fake_nvml_set_string");
+    set_return = lib.Function<void (*)(const char*, int, nvmlReturn_t)>("fake_nvml_set_return");
+    push_xid = lib.Function<void (*)(int, unsigned long long)>("fake_nvml_push_xid");
+    hang = lib.Function<void (*)(const char*, int)>("fake_nvml_hang");
+    init_count = lib.Function<int (*)()>("fake_nvml_init_count");
+    calls_in_flight = lib.Function<int (*)()>("fake_nvml_calls_in_flight");
+    last_wait_timeout = lib.Function<unsigned (*)()>("fake_nvml_last_wait_timeout");
+    wait_calls = lib.Function<int (*)()>("fake_nvml_wait_calls");
+  }
+  std::string path() const { return lib.path(); }
+
+  SharedLibrary lib;
+  void (*reset)() = nullptr;
+  void (*set_device_count)(int) = nullptr;
+  void (*set_value)(int, const char*, double) = nullptr;
+  void (*erase_value)(int, const char*) = nullptr;
+  void (*set_string)(int, const char*, const char*) = nullptr;
+  void (*set_return)(const char*, int, nvmlReturn_t) = nullptr;
+  void (*push_xid)(int, unsigned long long) = nullptr;
+  void (*hang)(const char*, int) = nullptr;
+  int (*init_count)() = nullptr;
+  int (*calls_in_flight)() = nullptr;
+  unsigned (*last_wait_timeout)() = nullptr;
+  int (*wait_calls)() = nullptr;
+};
+
+FakeNvml& Current() {
+  static FakeNvml* fake = new FakeNvml(FAKE_NVML_PATH);
+  return *fake;
+}
+
+FakeNvml& Legacy() {
+  static FakeNvml* fake = new FakeNvml(FAKE_NVML_LEGACY_PATH);
+  return *fake;
+}
+
+std::unique_ptr<Collector> Create(FakeNvml& fake) {
+  std::string why_not;
+  auto collector = CreateNvmlCollector(fake.path(), &why_not);
+  EXPECT_NE(collector, nullptr) << why_not;
+  return collector;
+}
+
+v1::NodeReport CollectOnce(Collector& collector, int64_t seconds = 1'700'000'000) {
+  v1::NodeReport report;
+  report.mutable_timestamp()->set_seconds(seconds);
+  collector.Collect(report);
+  return report;
+}
+
+const v1::Link* FindLink(const v1::DeviceTelemetry& d, const std::string& name) {
+  for (const auto& l : d.links()) {
+    if (l.name() == name) return &l;
+  }
+  return nullptr;
+}
+
+class Nvml : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(Current().lib.loaded()) << Current().lib.error();
+    ASSERT_NE(Current().reset, nullptr);
+    ASSERT_TRUE(Legacy().lib.loaded()) << Legacy().lib.error();
+    Current().reset();
+    Legacy().reset();
+  }
+  FakeNvml& fake = Current();
+};
+
+TEST_F(Nvml, ReportsEveryValueInProtoUnits) {
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  EXPECT_EQ(collector->name(), "nvml");
+  EXPECT_EQ(fake.init_count(), 1);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  EXPECT_EQ(report.events_size(), 0);
+
+  const v1::DeviceTelemetry& d = report.devices(0);
+  EXPECT_EQ(d.identity().vendor(), "nvidia");
+  EXPECT_EQ(d.identity().model(), "NVIDIA H200");
+  EXPECT_EQ(d.identity().uuid(), "GPU-fa4e0000-0000-4000-8000-000000000000");
+  EXPECT_EQ(d.identity().index(), 0u);
+  EXPECT_EQ(d.identity().pci_bus_id(), "0000:18:00.0") << "NVML's 00000000:18:00.0, normalised";
+  EXPECT_EQ(d.identity().firmware_version(), "96.00.99.00.00");
+  EXPECT_EQ(d.identity().driver_version(), "550.54.15");
+  ASSERT_TRUE(d.has_up());
+  EXPECT_TRUE(d.up());
+
+  const double total = 150754820096.0, reserved = 512.0 * (1 << 20), used = 10.0 * (1 << 30);
+  EXPECT_EQ(d.memory().total_bytes(), total);
+  EXPECT_EQ(d.memory().reserved_bytes(), reserved);
+  EXPECT_EQ(d.memory().used_bytes(), used);
+  EXPECT_EQ(d.memory().free_bytes(), total - reserved - used);
+  EXPECT_FALSE(d.memory().has_largest_free_block_bytes());
+
+  EXPECT_DOUBLE_EQ(d.thermal().core_celsius(), 41);
+  EXPECT_DOUBLE_EQ(d.thermal().memory_celsius(), 47);  // NVML_FI_DEV_MEMORY_TEMP
+  EXPECT_DOUBLE_EQ(d.thermal().slowdown_threshold_celsius(), 87);
+  EXPECT_DOUBLE_EQ(d.thermal().shutdown_threshold_celsius(), 92);
+  const auto& reasons = d.thermal().throttle_reasons();
+  EXPECT_EQ(reasons.size(), 9u);
+  EXPECT_TRUE(reasons.at("sw_power_cap"));
+  EXPECT_FALSE(reasons.at("hw_thermal"));
+  EXPECT_FALSE(reasons.at("gpu_idle"));
+
+  EXPECT_DOUBLE_EQ(d.power().usage_watts(), 352.5);               // 352500 mW
+  EXPECT_DOUBLE_EQ(d.power().limit_watts(), 700);                 // 700000 mW
+  EXPECT_DOUBLE_EQ(d.power().energy_joules_total(), 123456.789);  // 123456789 mJ
+  EXPECT_DOUBLE_EQ(d.utilization().compute_ratio(), 0.87);
+  EXPECT_DOUBLE_EQ(d.utilization().memory_bandwidth_ratio(), 0.43);
+  EXPECT_DOUBLE_EQ(d.clocks().compute_hz(), 1980e6);
+  EXPECT_DOUBLE_EQ(d.clocks().memory_hz(), 2619e6);
+
+  ASSERT_TRUE(d.errors().has_ecc_corrected_total());
+  EXPECT_EQ(d.errors().ecc_corrected_total(), 0u);
+  EXPECT_EQ(d.errors().ecc_uncorrected_total(), 0u);
+  EXPECT_EQ(report.devices(1).errors().ecc_corrected_total(), 3u);
+  EXPECT_EQ(report.devices(1).errors().remapped_rows_correctable(), 1u);
+  EXPECT_TRUE(d.errors().has_remapped_rows_pending());
+  EXPECT_FALSE(d.errors().remapped_rows_failure());
+
+  ASSERT_EQ(d.links_size(), 3);
+  const v1::Link* pcie = FindLink(d, "pcie");
+  ASSERT_NE(pcie, nullptr);
+  EXPECT_EQ(pcie->kind(), v1::LINK_KIND_PCIE);
+  EXPECT_EQ(pcie->peer(), "host");
+  EXPECT_EQ(pcie->pcie_generation(), 5u);
+  EXPECT_EQ(pcie->pcie_width(), 16u);
+  EXPECT_NEAR(pcie->max_bandwidth_bytes_per_second(), 63.0e9, 0.1e9);  // 5.0 x16
+  EXPECT_EQ(pcie->errors_total().at("replay"), 0u);
+  EXPECT_FALSE(pcie->has_transmit_bytes_total()) << "NVML has no PCIe byte counters";
+
+  const v1::Link* nv1 = FindLink(d, "nvlink1");
+  ASSERT_NE(nv1, nullptr);
+  EXPECT_EQ(nv1->kind(), v1::LINK_KIND_NVLINK);
+  EXPECT_EQ(nv1->index(), 1u);
+  EXPECT_EQ(nv1->peer(), "0000:28:00.0");
+  EXPECT_TRUE(nv1->up());
+  EXPECT_EQ(nv1->transmit_bytes_total(), 2000000ull * 1024);  // KiB
+  EXPECT_EQ(nv1->receive_bytes_total(), 4000000ull * 1024);
+  EXPECT_DOUBLE_EQ(nv1->max_bandwidth_bytes_per_second(), 26562e6);
+  EXPECT_EQ(nv1->errors_total().at("replay"), 1u);
+  EXPECT_EQ(nv1->errors_total().at("recovery"), 0u);
+  EXPECT_EQ(nv1->errors_total().at("crc_flit"), 2u);
+  EXPECT_EQ(nv1->errors_total().at("crc_data"), 0u);
+
+  const v1::DeviceTelemetry& d1 = report.devices(1);
+  EXPECT_EQ(d1.identity().index(), 1u);
+  EXPECT_EQ(d1.identity().pci_bus_id(), "0000:28:00.0");
+  EXPECT_EQ(FindLink(d1, "nvlink0")->peer(), "0000:18:00.0");
+  EXPECT_FALSE(d1.thermal().throttle_reasons().at("sw_power_cap"));
+
+  collector.reset();
+  EXPECT_EQ(fake.init_count(), 0) << "nvmlShutdown in the destructor";
+}
+
+TEST_F(Nvml, NotSupportedLeavesValuesAbsentNotZero) {
+  for (const char* fn : {"nvmlDeviceGetPowerUsage", "nvmlDeviceGetTemperature",
+                         "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows",
+                         "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetNvLinkErrorCounter",
+                         "nvmlDeviceGetCurrPcieLinkWidth", "field:82", "field:138"}) {
+    fake.set_return(fn, -1, NVML_ERROR_NOT_SUPPORTED);
+  }
+  fake.set_return("nvmlDeviceGetMemoryInfo_v2", 0, NVML_ERROR_NOT_SUPPORTED);
+  fake.set_return("nvmlDeviceGetMemoryInfo", 0, NVML_ERROR_NOT_SUPPORTED);
+  fake.set_return("nvmlDeviceGetVbiosVersion", 1, NVML_ERROR_NO_PERMISSION);
+  fake.set_value(-1, "nvlink.1.state", 0);
+  fake.erase_value(-1, "throttle");
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    EXPECT_TRUE(d.up());
+    EXPECT_FALSE(d.power().has_usage_watts());
+    EXPECT_FALSE(d.power().has_energy_joules_total());
+    EXPECT_TRUE(d.power().has_limit_watts()) << "one call failing leaves the others";
+    EXPECT_FALSE(d.thermal().has_core_celsius());
+    EXPECT_FALSE(d.thermal().has_memory_celsius());
+    EXPECT_TRUE(d.thermal().has_slowdown_threshold_celsius());
+    EXPECT_TRUE(d.thermal().throttle_reasons().empty());
+    EXPECT_FALSE(d.errors().has_ecc_corrected_total());
+    EXPECT_FALSE(d.errors().has_remapped_rows_correctable());
+    EXPECT_FALSE(d.errors().has_remapped_rows_pending());
+    const v1::Link* pcie = FindLink(d, "pcie");
+    ASSERT_NE(pcie, nullptr);
+    EXPECT_TRUE(pcie->has_pcie_generation());
+    EXPECT_FALSE(pcie->has_pcie_width());
+    EXPECT_FALSE(pcie->has_max_bandwidth_bytes_per_second()) << "needs the width";
+    const v1::Link* nv0 = FindLink(d, "nvlink0");
+    ASSERT_NE(nv0, nullptr);
+    EXPECT_TRUE(nv0->errors_total().empty());
+    EXPECT_FALSE(nv0->has_transmit_bytes_total());
+    EXPECT_TRUE(nv0->has_receive_bytes_total());
+    EXPECT_TRUE(nv0->has_max_bandwidth_bytes_per_second());
+    const v1::Link* nv1 = FindLink(d, "nvlink1");
+    ASSERT_NE(nv1, nullptr);
+    ASSERT_TRUE(nv1->has_up());
+    EXPECT_FALSE(nv1->up());
+    EXPECT_FALSE(nv1->has_max_bandwidth_bytes_per_second()) << "a down link has no speed";
+  }
+  EXPECT_FALSE(report.devices(0).has_memory() && report.devices(0).memory().has_total_bytes());
+  EXPECT_TRUE(report.devices(1).memory().has_reserved_bytes());
+  EXPECT_EQ(report.devices(0).identity().firmware_version(), "96.00.99.00.00");
+  EXPECT_EQ(report.devices(1).identity().firmware_version(), "");
+}
+
+TEST_F(Nvml, MemoryFallsBackToV1WhenV2IsRefused) {
+  fake.set_return("nvmlDeviceGetMemoryInfo_v2", -1, NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  const auto& m = report.devices(0).memory();
+  EXPECT_EQ(m.total_bytes(), 150754820096u);
+  EXPECT_EQ(m.used_bytes(), m.total_bytes() - m.free_bytes()) << "v1 used includes reserved";
+  EXPECT_FALSE(m.has_reserved_bytes());
+}
+
+TEST_F(Nvml, OlderDriverWithoutNewerSymbolsFallsBack) {
+  FakeNvml& legacy = Legacy();
+  ASSERT_EQ(legacy.lib.Symbol("nvmlDeviceGetMemoryInfo_v2"), nullptr);
+  ASSERT_EQ(legacy.lib.Symbol("nvmlDeviceGetCurrentClocksEventReasons"), nullptr);
+  ASSERT_EQ(legacy.lib.Symbol("nvmlInit_v2"), nullptr);
+  auto collector = Create(legacy);
+  ASSERT_NE(collector, nullptr);
+  EXPECT_EQ(legacy.init_count(), 1) << "nvmlInit (v1)";
+  legacy.push_xid(1, 31);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  const v1::DeviceTelemetry& d = report.devices(0);
+  EXPECT_EQ(d.identity().uuid(), "GPU-fa4e0000-0000-4000-8000-000000000000");
+  EXPECT_TRUE(d.up());
+  EXPECT_EQ(d.memory().total_bytes(), 150754820096u);
+  EXPECT_EQ(d.memory().used_bytes(), d.memory().total_bytes() - d.memory().free_bytes());
+  EXPECT_FALSE(d.memory().has_reserved_bytes());
+  EXPECT_TRUE(d.thermal().throttle_reasons().at("sw_power_cap")) << "throttle reasons call";
+  EXPECT_FALSE(d.thermal().has_memory_celsius()) << "no field values on this driver";
+  EXPECT_TRUE(d.thermal().has_core_celsius());
+  EXPECT_FALSE(d.errors().has_remapped_rows_correctable());
+  EXPECT_TRUE(d.errors().has_ecc_corrected_total());
+  const v1::Link* nv0 = FindLink(d, "nvlink0");
+  ASSERT_NE(nv0, nullptr);
+  EXPECT_TRUE(nv0->up());
+  EXPECT_EQ(nv0->peer(), "0000:28:00.0");
+  EXPECT_FALSE(nv0->has_transmit_bytes_total());
+  EXPECT_EQ(nv0->errors_total().size(), 4u);
+  ASSERT_EQ(report.events_size(), 1) << "XIDs through nvmlEventSetWait (v1)";
+  EXPECT_EQ(report.events(0).code(), 31u);
+  EXPECT_EQ(Current().init_count(), 0) << "the two fakes are separate libraries";
+}
+
+TEST_F(Nvml, LostGpuIsDownWithOneEventAndTheOthersGoOn) {
+  fake.set_device_count(3);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  ASSERT_EQ(CollectOnce(*collector, 100).devices_size(), 3);
+
+  fake.set_return("*", 1, NVML_ERROR_GPU_IS_LOST);
+  for (int64_t t : {101, 102}) {
+    const v1::NodeReport report = CollectOnce(*collector, t);
+    ASSERT_EQ(report.devices_size(), 3);
+    const v1::DeviceTelemetry& lost = report.devices(1);
+    ASSERT_TRUE(lost.has_up());
+    EXPECT_FALSE(lost.up());
+    EXPECT_EQ(lost.identity().uuid(), "GPU-fa4e0001-0000-4000-8000-000000000001")
+        << "identity as last seen";
+    EXPECT_EQ(lost.identity().index(), 1u);
+    EXPECT_FALSE(lost.has_memory());
+    EXPECT_EQ(lost.links_size(), 0);
+    for (int i : {0, 2}) {
+      EXPECT_TRUE(report.devices(i).up());
+      EXPECT_TRUE(report.devices(i).memory().has_total_bytes());
+    }
+    if (t == 101) {
+      ASSERT_EQ(report.events_size(), 1);
+      const v1::Event& e = report.events(0);
+      EXPECT_EQ(e.kind(), v1::EVENT_KIND_DEVICE_LOST);
+      EXPECT_EQ(e.device_index(), 1u);
+      EXPECT_EQ(e.device_uuid(), "GPU-fa4e0001-0000-4000-8000-000000000001");
+      EXPECT_EQ(e.time().seconds(), 101);
+    } else {
+      EXPECT_EQ(report.events_size(), 0) << "one event on the transition, not every tick";
+    }
+  }
+
+  // Back after a reset: up again; a second loss, seen by a single call, is a new event.
+  fake.set_return("*", 1, NVML_SUCCESS);
+  v1::NodeReport report = CollectOnce(*collector, 103);
+  EXPECT_TRUE(report.devices(1).up());
+  EXPECT_EQ(report.events_size(), 0);
+  fake.set_return("nvmlDeviceGetPowerUsage", 2, NVML_ERROR_GPU_IS_LOST);
+  report = CollectOnce(*collector, 104);
+  EXPECT_FALSE(report.devices(2).up());
+  ASSERT_EQ(report.events_size(), 1);
+  EXPECT_EQ(report.events(0).device_index(), 2u);
+}
+
+TEST_F(Nvml, XidEventsAreDrainedWithoutBlocking) {
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  fake.push_xid(0, 79);
+  fake.push_xid(1, 48);
+  fake.push_xid(0, 13);
+  const auto start = SteadyClock::now();
+  const v1::NodeReport report = CollectOnce(*collector, 200);
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(500));
+  EXPECT_EQ(fake.last_wait_timeout(), 0u) << "never waits for an event";
+  std::vector<std::pair<uint32_t, uint64_t>> seen;
+  for (const v1::Event& e : report.events()) {
+    ASSERT_EQ(e.kind(), v1::EVENT_KIND_XID);
+    EXPECT_EQ(e.time().seconds(), 200);
+    EXPECT_EQ(e.device_uuid(),
+              report.devices(static_cast<int>(e.device_index())).identity().uuid());
+    seen.emplace_back(e.device_index(), e.code());
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::pair<uint32_t, uint64_t>>{{0, 13}, {0, 79}, {1, 48}}));
+
+  const int waits = fake.wait_calls();
+  EXPECT_EQ(CollectOnce(*collector, 201).events_size(), 0) << "drained";
+  EXPECT_EQ(fake.wait_calls(), waits + 1) << "one empty wait per tick";
+}
+
+TEST_F(Nvml, MissingLibraryIsNullWithWhyNot) {
+  std::string why_not;
+  EXPECT_EQ(CreateNvmlCollector("/nonexistent/libnvidia-ml.so.1", &why_not), nullptr);
+  EXPECT_NE(why_not.find("libnvidia-ml.so.1"), std::string::npos) << why_not;
+  EXPECT_NE(why_not.find("No such file"), std::string::npos) << why_not;
+
+  why_not.clear();
+  EXPECT_EQ(CreateNvmlCollector("libm.so.6", &why_not), nullptr);
+  EXPECT_NE(why_not.find("not an NVML library"), std::string::npos) << why_not;
+}
+
+TEST_F(Nvml, InitFailureIsNullWithWhyNot) {
+  fake.set_return("nvmlInit_v2", -1, NVML_ERROR_DRIVER_NOT_LOADED);
+  std::string why_not;
+  EXPECT_EQ(CreateNvmlCollector(fake.path(), &why_not), nullptr);
+  EXPECT_NE(why_not.find("nvmlInit failed: Driver Not Loaded (9)"), std::string::npos) << why_not;
+  EXPECT_EQ(fake.init_count(), 0);
+}
+
+TEST_F(Nvml, DeviceCountFailureFailsTheTick) {
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  fake.set_return("nvmlDeviceGetCount_v2", -1, NVML_ERROR_UNKNOWN);
+  v1::NodeReport report;
+  EXPECT_THROW(collector->Collect(report), CollectorError);
+}
+
+TEST_F(Nvml, DeviceWithoutHandleIsSkipped) {
+  fake.set_return("nvmlDeviceGetHandleByIndex_v2", 0, NVML_ERROR_NO_PERMISSION);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 1);
+  EXPECT_EQ(report.devices(0).identity().index(), 1u);
+  EXPECT_EQ(report.events_size(), 0);
+}
+
+// Waits until the hung call returned and the deadline collector answers again.
+bool Recovers(const std::function<bool()>& collect_ok) {
+  const auto until = SteadyClock::now() + std::chrono::seconds(6);
+  while (SteadyClock::now() < until) {
+    if (collect_ok()) return true;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return false;
+}
+
+TEST_F(Nvml, HungCallFailsTheTickQuicklyAndOthersStillCollect) {
+  auto nvml = Create(fake);
+  ASSERT_NE(nvml, nullptr);
+  DeadlineCollector deadline(std::move(nvml), milliseconds(200));
+  {
+    v1::NodeReport report;
+    deadline.Collect(report);
+    EXPECT_EQ(report.devices_size(), 2);
+  }
+
+  fake.hang("nvmlDeviceGetPowerUsage", 2000);
+  auto start = SteadyClock::now();
+  v1::NodeReport report;
+  EXPECT_THROW(deadline.Collect(report), CollectorError);
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(1000));
+  EXPECT_EQ(report.devices_size(), 0);
+  EXPECT_TRUE(Recovers([&] {
+    v1::NodeReport r;
+    try {
+      deadline.Collect(r);
+    } catch (const CollectorError&) {
+      return false;
+    }
+    return r.devices_size() == 2;
+  }));
+
+  // In a collector set, the hung NVML collector fails its tick; the others report.
+  std::vector<std::unique_ptr<Collector>> list;
+  list.push_back(std::make_unique<DeadlineCollector>(Create(fake), milliseconds(200)));
+  list.push_back(std::make_unique<SimCollector>(SimOptions{.devices = 2, .seed = 7}));
+  CollectorSet set(std::move(list));
+  fake.hang("nvmlDeviceGetClockInfo", 2000);
+  for (int tick = 0; tick < 2; ++tick) {
+    start = SteadyClock::now();
+    v1::NodeReport r;
+    r.mutable_timestamp()->set_seconds(1'700'000'000 + tick);
+    set.CollectAll(r);
+    EXPECT_LT(SteadyClock::now() - start, milliseconds(1000));
+    ASSERT_EQ(r.collectors_size(), 2);
+    EXPECT_FALSE(r.collectors(0).success());
+    EXPECT_EQ(r.collectors(0).name(), "nvml");
+    EXPECT_TRUE(r.collectors(1).success());
+    ASSERT_EQ(r.devices_size(), 2);
+    EXPECT_EQ(r.devices(0).identity().vendor(), "sim");
+  }
+  EXPECT_TRUE(Recovers([&] {
+    v1::NodeReport r;
+    set.CollectAll(r);
+    return r.collectors(0).success();
+  }));
+  EXPECT_EQ(fake.calls_in_flight(), 0);
+}
+
+TEST(NvmlHelpers, ThrottleReasonsFromBitmask) {
+  const auto reasons = NvmlThrottleReasons(0x1 | 0x8 | 0x40 | 0x100);
+  const std::map<std::string, bool> expected = {
+      {"gpu_idle", true},      {"applications_clocks_setting", false},
+      {"sw_power_cap", false}, {"hw_slowdown", true},
+      {"sync_boost", false},   {"sw_thermal", false},
+      {"hw_thermal", true},    {"hw_power_brake", false},
+      {"display_clocks", true}};
+  EXPECT_EQ(reasons, expected);
+  EXPECT_TRUE(NvmlThrottleReasons(0x20).at("sw_thermal"));
+  EXPECT_TRUE(NvmlThrottleReasons(0x80).at("hw_power_brake"));
+  EXPECT_EQ(NvmlThrottleReasons(1ULL << 40).size(), 9u) << "unknown bits are ignored";
+}
+
+TEST(NvmlHelpers, PcieLaneRates) {
+  EXPECT_DOUBLE_EQ(*PcieLaneBytesPerSecond(1), 250e6);
+  EXPECT_DOUBLE_EQ(*PcieLaneBytesPerSecond(2), 500e6);
+  EXPECT_NEAR(*PcieLaneBytesPerSecond(3), 984.6e6, 0.1e6);
+  EXPECT_NEAR(*PcieLaneBytesPerSecond(4) * 16, 31.508e9, 0.001e9);
+  EXPECT_NEAR(*PcieLaneBytesPerSecond(5) * 16, 63.015e9, 0.001e9);
+  EXPECT_FALSE(PcieLaneBytesPerSecond(0));
+  EXPECT_FALSE(PcieLaneBytesPerSecond(9));
+}
+
+TEST(NvmlHelpers, NormalizePciBusId) {
+  EXPECT_EQ(NormalizePciBusId("00000000:1B:00.0"), "0000:1b:00.0");
+  EXPECT_EQ(NormalizePciBusId("0000:1B:00.0"), "0000:1b:00.0");
+  EXPECT_EQ(NormalizePciBusId("00010000:1B:00.0"), "00010000:1b:00.0") << "a domain over 16 bits";
+  EXPECT_EQ(NormalizePciBusId(""), "");
+}
+
+TEST(NvmlGolden, TwoGpusWithNvlinkMatchGoldenExposition) {
+  FakeNvml& fake = Current();
+  ASSERT_TRUE(fake.lib.loaded()) << fake.lib.error();
+  fake.reset();
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  auto report = std::make_shared<v1::NodeReport>();
+  report->set_node("fixture");
+  report->mutable_timestamp()->set_seconds(1'700'000'000);
+  collector->Collect(*report);
+
+  std::vector<prometheus::MetricFamily> device;
+  const auto now = Clock::now();
+  for (auto& family : RenderNodes({{report, now}}, now)) {
+    if (family.name.starts_with("accelmon_device_")) device.push_back(std::move(family));
+  }
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, device);
+
+  const std::string path = std::string(ACCELMON_GOLDEN_DIR) + "/devices/nvml.prom";
+  if (std::getenv("ACCELMON_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(path) << out.str();
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << "missing " << path << "; run with ACCELMON_UPDATE_GOLDEN=1";
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(out.str(), expected.str()) << "rerun with ACCELMON_UPDATE_GOLDEN=1 if intended";
+}
+
+}  // namespace
+}  // namespace accelmon::collectors
