@@ -504,12 +504,7 @@ void AmdgpuCollector::Collect(v1::NodeReport& report) {
 
   for (Card& c : found) *report.add_devices() = std::move(c.device);
 
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a broken driver would otherwise flood the log.
-    const auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "amdgpu: skipped {} malformed value(s) under {}", malformed, root.string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "malformed value(s) under", root);
 }
 
 std::unique_ptr<Collector> CreateAmdgpuCollector(const PathResolver& paths, std::string* why_not) {

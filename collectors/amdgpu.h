@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "collectors/collector.h"
+#include "collectors/malformed_input_log.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -82,7 +83,7 @@ class AmdgpuCollector final : public Collector {
   PathResolver paths_;
   AttributeReader reader_;
   std::map<std::string, CardState, std::less<>> cards_;
-  bool warned_malformed_ = false;
+  MalformedInputLog malformed_log_{"amdgpu"};
 };
 
 // The collector, or nullptr with `why_not` saying why when no card under <sysfs>/class/drm is an

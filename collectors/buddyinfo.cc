@@ -77,12 +77,7 @@ void BuddyinfoCollector::Collect(v1::NodeReport& report) {
       host.mutable_buddyinfo(i)->set_page_size_bytes(static_cast<uint64_t>(page_size));
     }
   }
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a kernel format change would otherwise flood the log.
-    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "buddyinfo: skipped {} malformed line(s) in {}", malformed, path.string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "malformed line(s) in", path);
 }
 
 }  // namespace accelmon::collectors

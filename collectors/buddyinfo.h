@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "collectors/collector.h"
+#include "collectors/malformed_input_log.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -30,7 +31,7 @@ class BuddyinfoCollector final : public Collector {
 
  private:
   PathResolver paths_;
-  bool warned_malformed_ = false;
+  MalformedInputLog malformed_log_{"buddyinfo"};
 };
 
 }  // namespace accelmon::collectors

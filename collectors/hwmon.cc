@@ -168,12 +168,7 @@ void HwmonCollector::Collect(v1::NodeReport& report) {
     }
     malformed += ParseHwmonChip(dir_name, attributes, host);
   }
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a broken driver would otherwise flood the log.
-    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "hwmon: skipped {} non-numeric value(s) under {}", malformed, root.string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "non-numeric value(s) under", root);
 }
 
 }  // namespace accelmon::collectors

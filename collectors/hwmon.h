@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "collectors/collector.h"
+#include "collectors/malformed_input_log.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -40,7 +41,7 @@ class HwmonCollector final : public Collector {
 
  private:
   PathResolver paths_;
-  bool warned_malformed_ = false;
+  MalformedInputLog malformed_log_{"hwmon"};
 };
 
 }  // namespace accelmon::collectors

@@ -167,13 +167,7 @@ void InfinibandCollector::Collect(v1::NodeReport& report) {
           [&dir](std::string_view relative) { return ReadAttribute(dir / relative); }, link);
     }
   }
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a driver quirk would otherwise flood the log.
-    const auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "infiniband: skipped {} malformed attribute(s) under {}", malformed,
-                root.string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "malformed attribute(s) under", root);
 }
 
 }  // namespace accelmon::collectors

@@ -91,13 +91,7 @@ size_t ParseMeminfo(std::string_view text, v1::HostMemory& memory) {
 void MeminfoCollector::Collect(v1::NodeReport& report) {
   const std::string text = ReadTextFile(paths_.Proc("meminfo"));
   const size_t malformed = ParseMeminfo(text, *report.mutable_host()->mutable_memory());
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a kernel format change would otherwise flood the log.
-    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "meminfo: skipped {} malformed line(s) in {}", malformed,
-                paths_.Proc("meminfo").string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "malformed line(s) in", paths_.Proc("meminfo"));
 }
 
 }  // namespace accelmon::collectors

@@ -170,13 +170,8 @@ void NetdevCollector::Collect(v1::NodeReport& report) {
   for (int i = first; i < links.size(); ++i) {
     malformed += ReadInterfaceAttributes(paths_, *links.Mutable(i));
   }
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a format change would otherwise flood the log.
-    const auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "netdev: skipped {} malformed line(s) or attribute(s) in {} and {}",
-                malformed, path.string(), paths_.Sys("class/net").string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "malformed line(s) or attribute(s) in /proc/net/dev or under",
+                         paths_.Sys("class/net"));
 }
 
 }  // namespace accelmon::collectors

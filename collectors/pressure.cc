@@ -39,12 +39,7 @@ void PressureCollector::Collect(v1::NodeReport& report) {
     ThrowSourceError(path.string(), std::error_code(err, std::generic_category()));
   }
   const size_t malformed = ParsePressure(text, *report.mutable_host()->mutable_memory_pressure());
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a kernel format change would otherwise flood the log.
-    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "pressure: skipped {} malformed line(s) in {}", malformed, path.string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "malformed line(s) in", path);
 }
 
 }  // namespace accelmon::collectors

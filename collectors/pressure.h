@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "collectors/collector.h"
+#include "collectors/malformed_input_log.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -25,7 +26,7 @@ class PressureCollector final : public Collector {
 
  private:
   PathResolver paths_;
-  bool warned_malformed_ = false;
+  MalformedInputLog malformed_log_{"pressure"};
 };
 
 }  // namespace accelmon::collectors

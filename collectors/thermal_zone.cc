@@ -64,13 +64,7 @@ void ThermalZoneCollector::Collect(v1::NodeReport& report) {
     if (!type || !temp) continue;
     if (!ParseThermalZone(dir_name, *type, *temp, host)) ++malformed;
   }
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a broken driver would otherwise flood the log.
-    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "thermal_zone: skipped {} zone(s) with a non-numeric temp in {}", malformed,
-                root.string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "zone(s) with a non-numeric temp in", root);
 }
 
 }  // namespace accelmon::collectors

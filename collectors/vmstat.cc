@@ -30,12 +30,7 @@ void VmstatCollector::Collect(v1::NodeReport& report) {
   const std::string text = ReadTextFile(path);
   v1::HostVmstat& vmstat = *report.mutable_host()->mutable_vmstat();
   const size_t malformed = ParseVmstat(text, vmstat);
-  if (malformed > 0) {
-    // Once at warn level, then quietly: a kernel format change would otherwise flood the log.
-    auto level = warned_malformed_ ? spdlog::level::debug : spdlog::level::warn;
-    spdlog::log(level, "vmstat: skipped {} malformed line(s) in {}", malformed, path.string());
-    warned_malformed_ = true;
-  }
+  malformed_log_.Skipped(malformed, "malformed line(s) in", path);
 
   // Kernels before 4.13 have no oom_kill counter: nothing to compare, no events.
   if (!vmstat.has_oom_kill_total()) return;

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "collectors/collector.h"
+#include "collectors/malformed_input_log.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -27,7 +28,7 @@ class VmstatCollector final : public Collector {
   PathResolver paths_;
   // oom_kill at the previous collection; nullopt until the first one (the baseline).
   std::optional<uint64_t> previous_oom_kills_;
-  bool warned_malformed_ = false;
+  MalformedInputLog malformed_log_{"vmstat"};
 };
 
 }  // namespace accelmon::collectors

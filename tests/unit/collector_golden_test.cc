@@ -3,14 +3,9 @@
 // change: ACCELMON_UPDATE_GOLDEN=1 ./build/tests/unit_tests --gtest_filter='CollectorGolden*'
 // and review the diff.
 #include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "collectors/registry.h"
-#include "daemon/metrics_renderer.h"
+#include "support/golden.h"
 
 namespace accelmon {
 namespace {
@@ -32,25 +27,9 @@ TEST_P(CollectorGolden, MatchesGoldenExposition) {
   ASSERT_TRUE(report->collectors(0).success()) << report->collectors(0).error();
 
   // Only the host series: node_up and collector durations are not the collector's output.
-  std::vector<prometheus::MetricFamily> host;
-  const auto now = Clock::now();
-  for (auto& family : RenderNodes({{report, now}}, now)) {
-    if (family.name.starts_with("accelmon_host_")) host.push_back(std::move(family));
-  }
-  ASSERT_FALSE(host.empty()) << name << " reported nothing over the fixture root";
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, host);
-
-  const std::string path = std::string(ACCELMON_GOLDEN_DIR) + "/collectors/" + name + ".prom";
-  if (std::getenv("ACCELMON_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path) << out.str();
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing " << path << "; run with ACCELMON_UPDATE_GOLDEN=1";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(out.str(), expected.str()) << "rerun with ACCELMON_UPDATE_GOLDEN=1 if intended";
+  const std::string exposition = testing::RenderFamilies(report, "accelmon_host_");
+  ASSERT_FALSE(exposition.empty()) << name << " reported nothing over the fixture root";
+  EXPECT_TRUE(testing::MatchesGolden(exposition, "collectors/" + name + ".prom"));
 }
 
 INSTANTIATE_TEST_SUITE_P(HostCollectors, CollectorGolden,

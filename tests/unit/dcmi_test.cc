@@ -15,6 +15,7 @@
 
 #include "collectors/dcmi_api.h"
 #include "daemon/metrics_renderer.h"
+#include "support/golden.h"
 
 namespace accelmon::collectors {
 namespace {
@@ -299,24 +300,9 @@ TEST_F(Dcmi, MatchesGoldenExposition) {
   ASSERT_NE(collector, nullptr);
   auto report = std::make_shared<v1::NodeReport>(Collect(*collector));
 
-  std::vector<prometheus::MetricFamily> devices;
-  const auto now = Clock::now();
-  for (auto& family : RenderNodes({{report, now}}, now)) {
-    if (family.name.starts_with("accelmon_device_")) devices.push_back(std::move(family));
-  }
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, devices);
-
-  const std::string path = std::string(ACCELMON_GOLDEN_DIR) + "/devices/dcmi.prom";
-  if (std::getenv("ACCELMON_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path) << out.str();
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing " << path << "; run with ACCELMON_UPDATE_GOLDEN=1";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(out.str(), expected.str()) << "rerun with ACCELMON_UPDATE_GOLDEN=1 if intended";
+  const std::string exposition = testing::RenderFamilies(report, "accelmon_device_");
+  ASSERT_FALSE(exposition.empty());
+  EXPECT_TRUE(testing::MatchesGolden(exposition, "devices/dcmi.prom"));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/golden.h"
 #include "support/prom_text.h"
 
 namespace accelmon {
@@ -16,7 +17,6 @@ using testing::CountSamples;
 using testing::FindValue;
 using testing::ParseExposition;
 
-const std::string kGolden = std::string(ACCELMON_GOLDEN_DIR) + "/render.prom";
 const Clock::time_point kNow = Clock::time_point(std::chrono::seconds(1'700'000'001));
 
 // A node with one fully reported device and one that reports almost nothing.
@@ -120,17 +120,7 @@ std::string Serialize(const std::vector<prometheus::MetricFamily>& families) {
 }
 
 TEST(MetricsRenderer, MatchesGoldenExposition) {
-  const std::string actual = Serialize(RenderNodes(Nodes(), kNow));
-  if (std::getenv("ACCELMON_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(kGolden) << actual;
-    GTEST_SKIP() << "rewrote " << kGolden;
-  }
-  std::ifstream in(kGolden);
-  ASSERT_TRUE(in) << "missing " << kGolden << "; run with ACCELMON_UPDATE_GOLDEN=1";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "rerun with ACCELMON_UPDATE_GOLDEN=1 if the change is "
-                                       "intended, and review the diff of tests/golden/";
+  EXPECT_TRUE(testing::MatchesGolden(Serialize(RenderNodes(Nodes(), kNow)), "render.prom"));
 }
 
 TEST(MetricsRenderer, AbsentValuesAreAbsentNotZero) {

@@ -22,6 +22,7 @@
 #include "collectors/shared_library.h"
 #include "collectors/sim.h"
 #include "daemon/metrics_renderer.h"
+#include "support/golden.h"
 
 namespace accelmon::collectors {
 namespace {
@@ -502,24 +503,9 @@ TEST(NvmlGolden, TwoGpusWithNvlinkMatchGoldenExposition) {
   report->mutable_timestamp()->set_seconds(1'700'000'000);
   collector->Collect(*report);
 
-  std::vector<prometheus::MetricFamily> device;
-  const auto now = Clock::now();
-  for (auto& family : RenderNodes({{report, now}}, now)) {
-    if (family.name.starts_with("accelmon_device_")) device.push_back(std::move(family));
-  }
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, device);
-
-  const std::string path = std::string(ACCELMON_GOLDEN_DIR) + "/devices/nvml.prom";
-  if (std::getenv("ACCELMON_UPDATE_GOLDEN") != nullptr) {
-    std::ofstream(path) << out.str();
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing " << path << "; run with ACCELMON_UPDATE_GOLDEN=1";
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(out.str(), expected.str()) << "rerun with ACCELMON_UPDATE_GOLDEN=1 if intended";
+  const std::string exposition = testing::RenderFamilies(report, "accelmon_device_");
+  ASSERT_FALSE(exposition.empty());
+  EXPECT_TRUE(testing::MatchesGolden(exposition, "devices/nvml.prom"));
 }
 
 }  // namespace
