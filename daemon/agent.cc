@@ -8,9 +8,8 @@
 #include "daemon/version.h"
 
 namespace accelmon {
-namespace {
 
-std::string NewInstanceId() {
+std::string NewAgentInstanceId() {
   std::random_device rd;
   const uint64_t a = (static_cast<uint64_t>(rd()) << 32) | rd();
   char buf[17];
@@ -18,19 +17,19 @@ std::string NewInstanceId() {
   return buf;
 }
 
-}  // namespace
-
 Agent::Agent(AgentOptions options, collectors::CollectorSet collectors, Uplink& uplink)
     : options_(std::move(options)),
-      instance_id_(NewInstanceId()),
+      instance_id_(options_.instance_id.empty() ? NewAgentInstanceId() : options_.instance_id),
       collectors_(std::move(collectors)),
-      uplink_(uplink) {}
+      uplink_(uplink),
+      sequence_(options_.last_sequence) {}
 
 Agent::~Agent() { Stop(); }
 
 void Agent::Start() {
-  spdlog::info("agent: node \"{}\", instance {}, {} collector(s), every {}ms", options_.node,
-               instance_id_, collectors_.size(), options_.interval.count());
+  spdlog::info("agent: node \"{}\", instance {}, {} collector(s), every {}ms, first sequence {}",
+               options_.node, instance_id_, collectors_.size(), options_.interval.count(),
+               sequence_ + 1);
   thread_ = std::thread([this] { Run(); });
 }
 

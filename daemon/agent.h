@@ -17,7 +17,14 @@ namespace accelmon {
 struct AgentOptions {
   std::string node;
   std::chrono::milliseconds interval{1000};
+  // Empty: a new random id. A disk spool passes the id of the run before, and the sequence to
+  // continue after, so that re-sent reports stay recognisable across an agent restart.
+  std::string instance_id{};
+  uint64_t last_sequence = 0;
 };
+
+// A random 16 hex digit agent instance id.
+std::string NewAgentInstanceId();
 
 class Agent {
  public:
@@ -28,6 +35,8 @@ class Agent {
   void Stop();
 
   const std::string& instance_id() const { return instance_id_; }
+  // The last sequence handed out (read it after Stop()).
+  uint64_t last_sequence() const { return sequence_; }
 
   // Called with each report just before it is handed to the uplink (tests, debugging).
   void set_report_observer(std::function<void(const v1::NodeReport&)> observer) {

@@ -13,16 +13,22 @@
 namespace accelmon {
 
 Exporter::Exporter(ExporterOptions options)
-    : options_(std::move(options)), store_(options_.node_expire_after) {}
+    : options_(std::move(options)), store_(options_.node_expire_after, options_.limits) {}
 
 Exporter::~Exporter() { Stop(); }
 
 void Exporter::Start() {
+  RouteProtobufLogsToSpdlog();  // a client sending bad UTF-8 must not flood the log
   service_ = std::make_unique<IngestService>(store_, stats_);
+  service_->set_max_reports_per_second(options_.max_reports_per_second);
+  // With mutual TLS, a report's node must be one the client certificate names.
+  service_->set_require_node_certificate(options_.grpc_tls.mutual());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.grpc_listen_address, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(options_.grpc_listen_address, MakeServerCredentials(options_.grpc_tls),
                            &grpc_port_);
   builder.RegisterService(service_.get());
+  // gRPC ends a stream that sends more with RESOURCE_EXHAUSTED before we see the message.
+  builder.SetMaxReceiveMessageSize(options_.max_recv_msg_size);
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) {
     server_.reset();
@@ -31,10 +37,17 @@ void Exporter::Start() {
   }
 
   collectable_ = std::make_shared<StateCollectable>(store_, stats_);
-  http_ = std::make_unique<HttpServer>(options_.web_listen_address, collectable_);
+  http_ =
+      std::make_unique<HttpServer>(options_.web_listen_address, collectable_, options_.web_config);
   spdlog::info("exporter: ingest on {} (port {}), metrics on {} (port {})",
                options_.grpc_listen_address, grpc_port_, options_.web_listen_address,
                http_->port());
+  spdlog::info("exporter: ingest {}, /metrics {}{}",
+               options_.grpc_tls.mutual()    ? "mutual TLS"
+               : options_.grpc_tls.enabled() ? "TLS"
+                                             : "plain text",
+               options_.web_config.tls ? "HTTPS" : "plain HTTP",
+               options_.web_config.basic_auth_users.empty() ? "" : " with basic auth");
 }
 
 void Exporter::Stop() {

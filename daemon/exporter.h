@@ -9,6 +9,8 @@
 
 #include "daemon/exporter_stats.h"
 #include "daemon/node_store.h"
+#include "daemon/tls.h"
+#include "daemon/web_config.h"
 
 namespace accelmon {
 
@@ -20,6 +22,11 @@ struct ExporterOptions {
   std::string web_listen_address = "0.0.0.0:9477";   // HTTP /metrics, /healthz
   std::string grpc_listen_address = "0.0.0.0:9478";  // agent streams
   std::chrono::milliseconds node_expire_after = std::chrono::minutes(10);
+  ValidationLimits limits{};           // what a report may contain
+  int max_recv_msg_size = 1 << 20;     // bytes; a larger report ends its stream
+  double max_reports_per_second = 50;  // per stream; faster streams are read more slowly
+  GrpcServerTls grpc_tls{};            // plain text unless set
+  WebConfig web_config{};              // TLS and basic auth for /metrics
 };
 
 class Exporter {

@@ -14,6 +14,8 @@ class ExporterStats {
   std::atomic<uint64_t> reports_applied{0};
   std::atomic<uint64_t> reports_duplicate{0};
   std::atomic<int64_t> streams_active{0};
+  // Reads deferred because a stream sent faster than --grpc.max-reports-per-second.
+  std::atomic<uint64_t> reads_throttled{0};
   std::atomic<double> last_scrape_seconds{0};
 
   // Rejections are rare; a lock keeps the reason map simple.

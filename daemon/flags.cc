@@ -2,8 +2,24 @@
 
 #include <charconv>
 #include <limits>
+#include <utility>
 
 namespace accelmon {
+
+std::optional<uint64_t> ParseByteSize(std::string_view text) {
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  const std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
+  constexpr std::pair<std::string_view, int> kUnits[] = {{"", 0},     {"B", 0},    {"KiB", 10},
+                                                         {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  for (const auto& [name, shift] : kUnits) {
+    if (suffix != name) continue;
+    if (value > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
+    return value << shift;
+  }
+  return std::nullopt;
+}
 
 std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   if (text.empty()) return std::nullopt;

@@ -12,6 +12,10 @@ namespace accelmon {
 // Parses a Prometheus-style duration: "1s", "250ms", "10m", "1h30m", "2d". No fractions, no sign.
 std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
+// Parses a byte size: "1048576", "512KiB", "256MiB", "1GiB" (powers of 1024; B, KiB, MiB, GiB,
+// TiB). No fractions, no sign.
+std::optional<uint64_t> ParseByteSize(std::string_view text);
+
 // A "host:port" value. An empty host means every interface (":9477").
 struct HostPort {
   std::string host;  // without brackets for IPv6 literals

@@ -2,8 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <vector>
+
+#include "daemon/tls.h"
 
 namespace accelmon {
 namespace {
@@ -12,33 +19,100 @@ namespace {
 // floods without reading is slowed down instead of growing our memory.
 constexpr size_t kMaxQueuedAcks = 64;
 
-class StreamReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::Ack> {
+using SteadyClock = std::chrono::steady_clock;
+
+// The peer without its port: a client that reconnects keeps its log-limiting key.
+std::string PeerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos || colon == 0 ? peer : peer.substr(0, colon);
+}
+
+// A client's string made fit for a log line: bounded, with bytes outside printable ASCII escaped.
+std::string LogSafe(std::string_view s, size_t max_bytes = 64) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (s.size() > max_bytes) out += fmt::format("...({} bytes)", s.size());
+  return out;
+}
+
+// Reports a stream may send: `rate` a second, in bursts of up to one second's worth.
+class TokenBucket {
  public:
-  StreamReactor(IngestService& service, ExporterStats& stats, std::string peer)
-      : service_(service), stats_(stats), peer_(std::move(peer)) {
+  explicit TokenBucket(double rate)
+      : rate_(rate), burst_(std::max(1.0, rate)), tokens_(burst_), last_(SteadyClock::now()) {}
+
+  void Take(SteadyClock::time_point now) {
+    Refill(now);
+    tokens_ -= 1;
+  }
+  // How long until the next report may be read; zero when now.
+  SteadyClock::duration Wait(SteadyClock::time_point now) {
+    if (rate_ <= 0) return {};
+    Refill(now);
+    if (tokens_ >= 1) return {};
+    return std::chrono::ceil<SteadyClock::duration>(
+        std::chrono::duration<double>((1 - tokens_) / rate_));
+  }
+
+ private:
+  void Refill(SteadyClock::time_point now) {
+    tokens_ =
+        std::min(burst_, tokens_ + rate_ * std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+
+  const double rate_;
+  const double burst_;
+  double tokens_;
+  SteadyClock::time_point last_;
+};
+
+class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  StreamReactor(IngestService& service, ExporterStats& stats, std::string peer,
+                std::optional<std::vector<std::string>> cert_names)
+      : service_(service),
+        stats_(stats),
+        peer_(std::move(peer)),
+        cert_names_(std::move(cert_names)),
+        bucket_(service_.max_reports_per_second()) {
     ++stats_.streams_active;
     spdlog::info("agent stream opened from {}", peer_);
-    StartRead(&request_);
+    read_outstanding_ = true;
+    StartRead(&raw_request_);
   }
 
   void OnReadDone(bool ok) override {
     std::lock_guard lock(mu_);
+    read_outstanding_ = false;
     if (!ok) {
       reads_done_ = true;
       MaybeFinishLocked();
       return;
     }
-    if (node_.empty()) node_ = request_.node();
-    acks_.push_back(service_.Handle(request_, peer_));
+    std::string unparseable = ParseRaw();
+    if (unparseable.empty() && cert_names_ && !NodeAllowed(request_.node())) {
+      DenyLocked();
+      return;
+    }
+    bucket_.Take(SteadyClock::now());
+    const v1::Ack ack = unparseable.empty() ? service_.Handle(request_, peer_)
+                                            : service_.Reject(request_, unparseable, peer_);
+    if (node_.empty() && ack.status() != v1::Ack::STATUS_REJECTED) node_ = request_.node();
+    bool own = false;
+    grpc::SerializationTraits<v1::Ack>::Serialize(ack, &acks_.emplace_back(), &own);
     if (!writing_) {
       writing_ = true;
       StartWrite(&acks_.front());
     }
-    if (acks_.size() < kMaxQueuedAcks) {
-      StartRead(&request_);
-    } else {
-      read_paused_ = true;
-    }
+    MaybeStartReadLocked();
   }
 
   void OnWriteDone(bool ok) override {
@@ -52,10 +126,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::A
       MaybeFinishLocked();
       return;
     }
-    if (read_paused_ && !reads_done_) {
-      read_paused_ = false;
-      StartRead(&request_);
-    }
+    MaybeStartReadLocked();
     if (!acks_.empty()) {
       StartWrite(&acks_.front());
     } else {
@@ -66,42 +137,150 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::NodeReport, v1::A
 
   void OnDone() override {
     --stats_.streams_active;
-    spdlog::info("agent stream from {} ({}) closed", peer_, node_.empty() ? "no report" : node_);
+    spdlog::info("agent stream from {} ({}) closed", peer_,
+                 node_.empty() ? "no report" : LogSafe(node_));
+    std::unique_lock lock(mu_);
+    done_ = true;
+    if (resume_scheduled_) return;  // Resume() deletes us
+    lock.unlock();
     delete this;
   }
 
-  void OnCancel() override {}
+  void OnCancel() override {
+    std::lock_guard lock(mu_);
+    // A throttled stream has no read outstanding to fail and end it: end it now.
+    if (!read_outstanding_) {
+      reads_done_ = true;
+      MaybeFinishLocked();
+    }
+  }
 
  private:
+  // Reads the next report unless the ack queue is full (OnWriteDone calls again) or the stream
+  // is over its rate (Resume() calls again when it may read).
+  void MaybeStartReadLocked() {
+    if (read_outstanding_ || resume_scheduled_ || reads_done_ || write_failed_ || finished_) return;
+    if (acks_.size() >= kMaxQueuedAcks) return;
+    const auto now = SteadyClock::now();
+    const auto wait = bucket_.Wait(now);
+    if (wait > SteadyClock::duration::zero()) {
+      ++stats_.reads_throttled;
+      if (!throttled_) {
+        throttled_ = true;
+        if (auto suppressed = service_.log_limiter().Admit(PeerHost(peer_) + " throttled", now)) {
+          spdlog::warn(
+              "agent stream from {} (node \"{}\") sends more than {} reports/s "
+              "(--grpc.max-reports-per-second); reading it more slowly{}",
+              peer_, LogSafe(node_.empty() ? request_.node() : node_),
+              service_.max_reports_per_second(),
+              *suppressed == 0 ? "" : fmt::format(" ({} more like it not logged)", *suppressed));
+        }
+      }
+      resume_scheduled_ = true;
+      service_.timers().Schedule(now + wait, [this] { Resume(); });
+      return;
+    }
+    read_outstanding_ = true;
+    StartRead(&raw_request_);
+  }
+
+  // The report just read, parsed into request_; empty, or why it cannot be parsed.
+  std::string ParseRaw() {
+    std::vector<grpc::Slice> slices;
+    std::string wire;
+    if (raw_request_.Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) {
+        wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+    }
+    raw_request_.Clear();
+    request_.Clear();
+    return ParseReport(wire, &request_);
+  }
+
+  // On the timer thread, when a throttled stream may read again.
+  void Resume() {
+    std::unique_lock lock(mu_);
+    resume_scheduled_ = false;
+    if (done_) {
+      lock.unlock();
+      delete this;
+      return;
+    }
+    MaybeStartReadLocked();
+  }
+
   void MaybeFinishLocked() {
     if (finished_ || writing_) return;
     if (reads_done_ || write_failed_) {
       finished_ = true;
-      Finish(grpc::Status::OK);
+      Finish(final_status_);
     }
+  }
+
+  bool NodeAllowed(const std::string& node) const {
+    return std::find(cert_names_->begin(), cert_names_->end(), node) != cert_names_->end();
+  }
+
+  // Ends the stream after the acks already queued; the report is not applied.
+  void DenyLocked() {
+    stats_.CountRejected("node_name_mismatch");
+    std::string names;
+    for (const auto& n : *cert_names_) names += (names.empty() ? "\"" : ", \"") + n + "\"";
+    if (names.empty()) names = "no name";
+    const std::string message =
+        "node \"" + request_.node() + "\" does not match the client certificate (" + names + ")";
+    // One line per refused stream, at most one a second: a client cannot flood the log.
+    static std::atomic<int64_t> last_log_s{0};
+    static std::atomic<uint64_t> suppressed{0};
+    const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                              std::chrono::steady_clock::now().time_since_epoch())
+                              .count();
+    int64_t last = last_log_s.load();
+    if (now_s > last && last_log_s.compare_exchange_strong(last, now_s)) {
+      spdlog::warn("refused agent stream from {}: {}{}", peer_, message,
+                   suppressed.load() == 0 ? ""
+                                          : fmt::format(" ({} more refused streams not logged)",
+                                                        suppressed.exchange(0)));
+    } else {
+      ++suppressed;
+    }
+    final_status_ = grpc::Status(grpc::StatusCode::PERMISSION_DENIED, message);
+    reads_done_ = true;
+    MaybeFinishLocked();
   }
 
   IngestService& service_;
   ExporterStats& stats_;
   const std::string peer_;
+  // Set with mutual TLS: the names the client certificate vouches for.
+  const std::optional<std::vector<std::string>> cert_names_;
   std::string node_;
+  grpc::Status final_status_ = grpc::Status::OK;
 
   // Recursive: a Start* call may run the next reaction before it returns.
   std::recursive_mutex mu_;
-  v1::NodeReport request_;
-  std::deque<v1::Ack> acks_;  // front is being written; deque keeps it in place
+  grpc::ByteBuffer raw_request_;
+  v1::NodeReport request_;             // the last report read, parsed
+  std::deque<grpc::ByteBuffer> acks_;  // front is being written; deque keeps it in place
   bool writing_ = false;
   bool reads_done_ = false;
-  bool read_paused_ = false;
+  bool read_outstanding_ = false;
   bool write_failed_ = false;
   bool finished_ = false;
+  TokenBucket bucket_;
+  bool resume_scheduled_ = false;  // Resume() is queued and owns the end of our life
+  bool throttled_ = false;         // logged once per stream
+  bool done_ = false;
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::NodeReport, v1::Ack>* IngestService::Stream(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stream(
     grpc::CallbackServerContext* context) {
-  return new StreamReactor(*this, stats_, context->peer());
+  std::optional<std::vector<std::string>> cert_names;
+  if (require_node_certificate_) cert_names = ClientCertificateNames(*context->auth_context());
+  return new StreamReactor(*this, stats_, context->peer(), std::move(cert_names));
 }
 
 v1::Ack IngestService::Handle(const v1::NodeReport& report, const std::string& peer) {
@@ -113,18 +292,37 @@ v1::Ack IngestService::Handle(const v1::NodeReport& report, const std::string& p
     case ApplyOutcome::kApplied:
       ++stats_.reports_applied;
       ack.set_status(v1::Ack::STATUS_APPLIED);
+      // One line per report for exactly-once checks; spdlog formats nothing unless debug is on.
+      spdlog::debug("applied node={} instance={} seq={}", report.node(), report.agent_instance_id(),
+                    report.sequence());
       break;
     case ApplyOutcome::kDuplicate:
       ++stats_.reports_duplicate;
       ack.set_status(v1::Ack::STATUS_DUPLICATE);
+      spdlog::debug("duplicate node={} instance={} seq={}", report.node(),
+                    report.agent_instance_id(), report.sequence());
       break;
     case ApplyOutcome::kRejected:
-      stats_.CountRejected(result.reason);
-      ack.set_status(v1::Ack::STATUS_REJECTED);
-      ack.set_reason(result.reason);
-      spdlog::warn("rejected report {} from {} (node \"{}\"): {}", report.sequence(), peer,
-                   report.node(), result.reason);
-      break;
+      return Reject(report, result.reason, peer);
+  }
+  return ack;
+}
+
+v1::Ack IngestService::Reject(const v1::NodeReport& report, const std::string& reason,
+                              const std::string& peer) {
+  stats_.CountRejected(reason);
+  v1::Ack ack;
+  ack.set_sequence(report.sequence());
+  ack.set_status(v1::Ack::STATUS_REJECTED);
+  ack.set_reason(reason);
+  // A broken or hostile client may send many: at most a line a minute per peer and reason.
+  if (auto suppressed = log_limiter_.Admit(PeerHost(peer) + " " + reason, SteadyClock::now())) {
+    spdlog::warn("rejected report {} from {} (node \"{}\"): {}{}", report.sequence(), peer,
+                 LogSafe(report.node()), reason,
+                 *suppressed == 0 ? ""
+                                  : fmt::format(" ({} more from this peer for this reason in the "
+                                                "last minute not logged)",
+                                                *suppressed));
   }
   return ack;
 }

@@ -4,23 +4,47 @@
 
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "daemon/exporter_stats.h"
+#include "daemon/log_limiter.h"
 #include "daemon/node_store.h"
+#include "daemon/timer_queue.h"
 
 namespace accelmon {
 
-class IngestService final : public v1::Ingest::CallbackService {
+// Reports arrive as raw bytes and are parsed here rather than by gRPC, so that one protobuf
+// refuses (invalid UTF-8 in a string) is answered REJECTED and the stream goes on.
+class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::Ingest::Service> {
  public:
   IngestService(NodeStore& store, ExporterStats& stats) : store_(store), stats_(stats) {}
 
-  grpc::ServerBidiReactor<v1::NodeReport, v1::Ack>* Stream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* context) override;
+
+  // With mutual TLS: a stream whose report names a node its client certificate does not is
+  // refused with PERMISSION_DENIED.
+  void set_require_node_certificate(bool on) { require_node_certificate_ = on; }
+
+  // A stream that sends faster than this is read more slowly (0: no limit). Bursts of up to
+  // one second's worth pass unslowed.
+  void set_max_reports_per_second(double rate) { max_reports_per_second_ = rate; }
+  double max_reports_per_second() const { return max_reports_per_second_; }
 
   // Applies one report and says how (shared by every stream).
   v1::Ack Handle(const v1::NodeReport& report, const std::string& peer);
+  // Refuses one report for `reason`: counted, logged (rate-limited) and answered.
+  v1::Ack Reject(const v1::NodeReport& report, const std::string& reason, const std::string& peer);
+
+  // Resumes throttled streams. Outlives every stream: the server is shut down first.
+  TimerQueue& timers() { return timers_; }
+  // Client-caused log lines: at most one a minute per (peer, what).
+  LogLimiter& log_limiter() { return log_limiter_; }
 
  private:
   NodeStore& store_;
   ExporterStats& stats_;
+  bool require_node_certificate_ = false;
+  double max_reports_per_second_ = 0;
+  LogLimiter log_limiter_;
+  TimerQueue timers_;
 };
 
 }  // namespace accelmon

@@ -14,6 +14,7 @@
 
 namespace {
 
+using accelmon::ParseByteSize;
 using accelmon::ParseDuration;
 using accelmon::ParseHostPort;
 
@@ -26,6 +27,27 @@ const CLI::Validator kDuration(
       return {};
     },
     "DURATION");
+
+const CLI::Validator kSpoolSize(
+    [](std::string& value) -> std::string {
+      const auto bytes = ParseByteSize(value);
+      if (!bytes) return "\"" + value + "\" is not a size (examples: 64MiB, 1GiB, 1048576)";
+      if (*bytes < (uint64_t{1} << 20)) return "\"" + value + "\": the spool needs at least 1MiB";
+      return {};
+    },
+    "SIZE");
+
+// gRPC takes an int; below a few KiB not even a small node's report fits.
+const CLI::Validator kMessageSize(
+    [](std::string& value) -> std::string {
+      const auto bytes = ParseByteSize(value);
+      if (!bytes) return "\"" + value + "\" is not a size (examples: 1MiB, 4MiB, 1048576)";
+      if (*bytes < 4096 || *bytes > (uint64_t{1} << 30)) {
+        return "\"" + value + "\": must be from 4KiB to 1GiB";
+      }
+      return {};
+    },
+    "SIZE");
 
 const CLI::Validator kHostPort(
     [](std::string& value) -> std::string {
@@ -100,6 +122,54 @@ void AddExporterFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {
                  "Drop a silent node's series from /metrics after this long")
       ->check(kDuration)
       ->capture_default_str();
+  // Limits on what agents send (README "Limits and bad input").
+  cmd.add_option("--grpc.max-recv-msg-size", f.max_recv_msg_size,
+                 "Largest report accepted; a larger one ends its stream (RESOURCE_EXHAUSTED) and "
+                 "the agent drops it")
+      ->check(kMessageSize)
+      ->capture_default_str();
+  cmd.add_option("--grpc.max-devices-per-node", f.max_devices_per_node,
+                 "Reject reports with more devices than this")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->capture_default_str();
+  cmd.add_option("--grpc.max-links-per-node", f.max_links_per_node,
+                 "Reject reports with more links (device and host links together) than this")
+      ->check(CLI::Range(size_t{1}, size_t{1'000'000}))
+      ->capture_default_str();
+  cmd.add_option("--grpc.max-clock-skew", f.max_clock_skew,
+                 "Reject reports timestamped further than this ahead of the exporter's clock")
+      ->check(kDuration)
+      ->capture_default_str();
+  cmd.add_option("--grpc.max-reports-per-second", f.max_reports_per_second,
+                 "Per agent stream; a faster stream is read more slowly (agents send 1 per "
+                 "--collect.interval, more while catching up after an outage)")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str();
+  cmd.add_option("--web.config.file", f.web_config_file,
+                 "Prometheus exporter-toolkit web config (YAML): TLS and basic auth for /metrics; "
+                 "/healthz stays open");
+}
+
+// Ingest TLS; certificate files are re-read when they change (checked every 10s).
+void AddGrpcServerTlsFlags(CLI::App& cmd, accelmon::GrpcServerTls& f) {
+  cmd.add_option("--grpc.tls-cert", f.cert_file,
+                 "PEM certificate (chain) for agent streams; TLS when set (with --grpc.tls-key)");
+  cmd.add_option("--grpc.tls-key", f.key_file, "PEM private key of --grpc.tls-cert");
+  cmd.add_option("--grpc.tls-client-ca", f.client_ca_file,
+                 "PEM CA bundle: require and verify agents' client certificates (mutual TLS); a "
+                 "report's node must then match the certificate's DNS name (or common name)");
+}
+
+void AddGrpcClientTlsFlags(CLI::App& cmd, accelmon::GrpcClientTls& f) {
+  cmd.add_flag("--exporter.tls", f.enabled,
+               "Connect with TLS (implied by any other --exporter.tls-* flag); default plain text");
+  cmd.add_option("--exporter.tls-ca", f.ca_file,
+                 "PEM CA bundle to verify the exporter with (default: the system's roots)");
+  cmd.add_option("--exporter.tls-cert", f.cert_file,
+                 "PEM client certificate for mutual TLS (with --exporter.tls-key)");
+  cmd.add_option("--exporter.tls-key", f.key_file, "PEM private key of --exporter.tls-cert");
+  cmd.add_option("--exporter.tls-server-name", f.server_name,
+                 "Name to verify in the exporter's certificate when it differs from the address");
 }
 
 }  // namespace
@@ -125,6 +195,7 @@ int main(int argc, char** argv) {
   collector_flags.node_name = HostName();
   accelmon::ExporterFlags exporter_flags;
   std::string exporter_address = "localhost:9478";
+  accelmon::SpoolFlags spool_flags;
 
   CLI::App* agent =
       app.add_subcommand("agent", "Collect this node's telemetry and stream it to an exporter");
@@ -132,10 +203,23 @@ int main(int argc, char** argv) {
   agent->add_option("--exporter.address", exporter_address, "Exporter to stream to")
       ->check(kConnectAddress)
       ->capture_default_str();
+  agent
+      ->add_option("--spool.dir", spool_flags.dir,
+                   "Keep unacknowledged reports in this directory across exporter outages and "
+                   "agent restarts (recommended: /var/lib/accelmon/spool; default: memory only)")
+      ->capture_default_str();
+  agent
+      ->add_option("--spool.max-bytes", spool_flags.max_bytes,
+                   "Disk the spool may use; beyond it the oldest reports are dropped")
+      ->check(kSpoolSize)
+      ->capture_default_str();
+  accelmon::GrpcClientTls agent_tls;
+  AddGrpcClientTlsFlags(*agent, agent_tls);
 
   CLI::App* exporter =
       app.add_subcommand("exporter", "Receive agents' streams and serve Prometheus /metrics");
   AddExporterFlags(*exporter, exporter_flags);
+  AddGrpcServerTlsFlags(*exporter, exporter_flags.grpc_tls);
 
   accelmon::ExporterFlags standalone_exporter_flags;
   // In one process the ingest port only needs to be reachable from this host.
@@ -157,7 +241,11 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v");
   spdlog::set_level(spdlog::level::from_str(log_level));
 
-  if (agent->parsed()) return accelmon::RunAgent(collector_flags, exporter_address);
+  if (agent->parsed()) {
+    agent_tls.enabled = agent_tls.enabled || !agent_tls.ca_file.empty() ||
+                        !agent_tls.cert_file.empty() || !agent_tls.server_name.empty();
+    return accelmon::RunAgent(collector_flags, exporter_address, agent_tls, spool_flags);
+  }
   if (exporter->parsed()) return accelmon::RunExporter(exporter_flags);
   return accelmon::RunStandalone(collector_flags, standalone_exporter_flags);
 }

@@ -205,9 +205,10 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
   auto& collector_duration =
       f.Declare("accelmon_agent_collector_duration_seconds",
                 "Time the collector took in the latest report.", MetricType::Gauge);
-  auto& agent_dropped =
-      f.Declare("accelmon_agent_dropped_reports_total",
-                "Reports the agent dropped because its spool was full.", MetricType::Counter);
+  auto& agent_dropped = f.Declare(
+      "accelmon_agent_dropped_reports_total",
+      "Reports the agent dropped: its spool was full, or the exporter can never accept them.",
+      MetricType::Counter);
   auto& agent_spool =
       f.Declare("accelmon_agent_spool_reports",
                 "Reports waiting in the agent's spool for acknowledgement.", MetricType::Gauge);
@@ -438,6 +439,11 @@ std::vector<MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t
   Add(f.Declare("accelmon_exporter_streams_active", "Agent streams connected now.",
                 MetricType::Gauge),
       {}, static_cast<double>(stats.streams_active.load()));
+  Add(f.Declare("accelmon_exporter_reads_throttled_total",
+                "Reads of agent streams deferred because the stream sent reports faster than "
+                "--grpc.max-reports-per-second.",
+                MetricType::Counter),
+      {}, static_cast<double>(stats.reads_throttled.load()));
   Add(f.Declare("accelmon_exporter_nodes", "Nodes in the exporter's state.", MetricType::Gauge), {},
       static_cast<double>(nodes));
   Add(f.Declare("accelmon_exporter_scrape_duration_seconds",

@@ -2,18 +2,11 @@
 
 namespace accelmon {
 
-std::string ValidateReport(const v1::NodeReport& report) {
-  if (report.node().empty()) return "missing_node";
-  if (report.agent_instance_id().empty()) return "missing_instance";
-  if (report.sequence() == 0) return "missing_sequence";
-  if (!report.has_timestamp()) return "missing_timestamp";
-  return {};
-}
-
-NodeStore::NodeStore(std::chrono::milliseconds expire_after) : expire_after_(expire_after) {}
+NodeStore::NodeStore(std::chrono::milliseconds expire_after, ValidationLimits limits)
+    : expire_after_(expire_after), limits_(limits) {}
 
 ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
-  if (std::string reason = ValidateReport(*report); !reason.empty()) {
+  if (std::string reason = ValidateReport(*report, limits_, now); !reason.empty()) {
     return {ApplyOutcome::kRejected, std::move(reason)};
   }
   std::shared_ptr<const v1::NodeReport> previous;  // released outside the lock

@@ -11,10 +11,9 @@
 #include <vector>
 
 #include "accelmon/v1/telemetry.pb.h"
+#include "daemon/report_validator.h"
 
 namespace accelmon {
-
-using Clock = std::chrono::system_clock;
 
 struct NodeEntry {
   std::shared_ptr<const v1::NodeReport> report;
@@ -31,8 +30,9 @@ struct ApplyResult {
 
 class NodeStore {
  public:
-  // Nodes silent for longer than `expire_after` leave the state (and /metrics).
-  explicit NodeStore(std::chrono::milliseconds expire_after);
+  // Nodes silent for longer than `expire_after` leave the state (and /metrics). Reports outside
+  // `limits` are rejected.
+  explicit NodeStore(std::chrono::milliseconds expire_after, ValidationLimits limits = {});
 
   // Validates and applies one report received at `now`. A report whose (node, agent instance,
   // sequence) was already applied is a duplicate and changes nothing.
@@ -51,11 +51,9 @@ class NodeStore {
   };
 
   const std::chrono::milliseconds expire_after_;
+  const ValidationLimits limits_;
   mutable std::mutex mu_;
   std::map<std::string, Slot, std::less<>> nodes_;
 };
-
-// Why a report cannot be applied, or empty when it is acceptable.
-std::string ValidateReport(const v1::NodeReport& report);
 
 }  // namespace accelmon

@@ -5,11 +5,14 @@
 
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 
 #include "collectors/sim.h"
 #include "daemon/agent.h"
 #include "daemon/exporter.h"
+#include "daemon/spool.h"
+#include "daemon/web_config.h"
 
 namespace accelmon {
 namespace {
@@ -39,7 +42,31 @@ std::string ListenTarget(const std::string& flag) {
 ExporterOptions ToExporterOptions(const ExporterFlags& f) {
   return ExporterOptions{.web_listen_address = ListenTarget(f.web_listen),
                          .grpc_listen_address = ListenTarget(f.grpc_listen),
-                         .node_expire_after = *ParseDuration(f.expire_after)};
+                         .node_expire_after = *ParseDuration(f.expire_after),
+                         .limits = {.max_devices = f.max_devices_per_node,
+                                    .max_links = f.max_links_per_node,
+                                    .max_future = *ParseDuration(f.max_clock_skew)},
+                         .max_recv_msg_size = static_cast<int>(*ParseByteSize(f.max_recv_msg_size)),
+                         .max_reports_per_second = f.max_reports_per_second};
+}
+
+// Settings that name files are checked before anything starts; a bad one is a usage error.
+std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
+  ExporterOptions options = ToExporterOptions(f);
+  options.grpc_tls = f.grpc_tls;
+  if (auto error = CheckServerTls(options.grpc_tls)) {
+    std::fprintf(stderr, "accelmon: %s\n", error->c_str());
+    return std::nullopt;
+  }
+  if (!f.web_config_file.empty()) {
+    try {
+      options.web_config = LoadWebConfig(f.web_config_file);
+    } catch (const WebConfigError& e) {
+      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      return std::nullopt;
+    }
+  }
+  return options;
 }
 
 collectors::CollectorSet MakeCollectors(const CollectorFlags& f) {
@@ -67,21 +94,53 @@ void StopAgent(Agent& agent, Uplink& uplink) {
 
 }  // namespace
 
-int RunAgent(const CollectorFlags& collector_flags, const std::string& exporter_address) {
+int RunAgent(const CollectorFlags& collector_flags, const std::string& exporter_address,
+             const GrpcClientTls& tls, const SpoolFlags& spool_flags) {
+  if (auto error = CheckClientTls(tls)) {
+    std::fprintf(stderr, "accelmon: %s\n", error->c_str());
+    return 2;
+  }
+  std::unique_ptr<Spool> spool;  // outlives the uplink
+  AgentOptions agent_options = ToAgentOptions(collector_flags);
+  if (!spool_flags.dir.empty()) {
+    const SpoolOptions spool_options{
+        .dir = spool_flags.dir,
+        .max_bytes = ParseByteSize(spool_flags.max_bytes).value_or(SpoolOptions{}.max_bytes)};
+    try {
+      spool = std::make_unique<Spool>(spool_options, NewAgentInstanceId());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      return 2;
+    }
+    // The same instance, continuing its sequences: the exporter recognises re-sent reports.
+    agent_options.instance_id = spool->instance_id();
+    agent_options.last_sequence = spool->last_sequence();
+    spdlog::info(
+        "spool {} (at most {} bytes): instance {}, {} unacknowledged report(s) after sequence {}",
+        spool_flags.dir, spool_options.max_bytes, spool->instance_id(), spool->unacknowledged(),
+        spool->acknowledged());
+  }
   const sigset_t signals = BlockShutdownSignals();
-  Uplink uplink(UplinkOptions{.exporter_address = exporter_address});
-  Agent agent(ToAgentOptions(collector_flags), MakeCollectors(collector_flags), uplink);
+  Uplink uplink(
+      UplinkOptions{.exporter_address = exporter_address, .tls = tls, .spool = spool.get()});
+  Agent agent(std::move(agent_options), MakeCollectors(collector_flags), uplink);
   uplink.Start();
   agent.Start();
   spdlog::info("agent streaming to {}", exporter_address);
   WaitForSignal(signals);
   StopAgent(agent, uplink);
+  const uint64_t unacknowledged = uplink.stats().pending;
+  spdlog::info("agent stopped after sequence {}; {} report(s) unacknowledged{}",
+               agent.last_sequence(), unacknowledged,
+               unacknowledged == 0 ? "" : (spool ? ", kept in the spool" : ", lost"));
   return 0;
 }
 
 int RunExporter(const ExporterFlags& flags) {
+  auto options = LoadExporterOptions(flags);
+  if (!options) return 2;
   const sigset_t signals = BlockShutdownSignals();
-  Exporter exporter(ToExporterOptions(flags));
+  Exporter exporter(std::move(*options));
   try {
     exporter.Start();
   } catch (const std::exception& e) {
@@ -94,8 +153,11 @@ int RunExporter(const ExporterFlags& flags) {
 }
 
 int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& exporter_flags) {
+  auto options = LoadExporterOptions(exporter_flags);
+  if (!options) return 2;
+  const bool https = options->web_config.tls;
   const sigset_t signals = BlockShutdownSignals();
-  Exporter exporter(ToExporterOptions(exporter_flags));
+  Exporter exporter(std::move(*options));
   try {
     exporter.Start();
   } catch (const std::exception& e) {
@@ -112,8 +174,8 @@ int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& ex
   auto web = *ParseHostPort(exporter_flags.web_listen, nullptr);
   if (web.host.empty() || web.host == "0.0.0.0") web.host = "localhost";
   web.port = static_cast<uint16_t>(exporter.web_port());
-  std::printf("accelmon standalone: metrics at http://%s/metrics (Ctrl-C to stop)\n",
-              web.ToString().c_str());
+  std::printf("accelmon standalone: metrics at %s://%s/metrics (Ctrl-C to stop)\n",
+              https ? "https" : "http", web.ToString().c_str());
   std::fflush(stdout);
 
   WaitForSignal(signals);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "daemon/flags.h"
+#include "daemon/tls.h"
 
 namespace accelmon {
 
@@ -25,9 +26,25 @@ struct ExporterFlags {
   std::string web_listen = ":9477";
   std::string grpc_listen = ":9478";
   std::string expire_after = "10m";
+  // What the exporter takes from agents (see ValidationLimits).
+  std::string max_recv_msg_size = "1MiB";
+  size_t max_devices_per_node = 64;
+  size_t max_links_per_node = 512;
+  std::string max_clock_skew = "5m";
+  double max_reports_per_second = 50;
+  GrpcServerTls grpc_tls{};     // exporter only
+  std::string web_config_file;  // exporter-toolkit web config: TLS and basic auth for /metrics
 };
 
-int RunAgent(const CollectorFlags& collectors, const std::string& exporter_address);
+// The agent's disk spool; an empty dir keeps reports in memory only.
+struct SpoolFlags {
+  std::string dir;
+  std::string max_bytes = "256MiB";
+};
+
+// A bad TLS, web config or spool setting exits 2 before anything starts.
+int RunAgent(const CollectorFlags& collectors, const std::string& exporter_address,
+             const GrpcClientTls& tls = {}, const SpoolFlags& spool = {});
 int RunExporter(const ExporterFlags& exporter);
 int RunStandalone(const CollectorFlags& collectors, const ExporterFlags& exporter);
 

@@ -4,7 +4,12 @@
 #include <grpcpp/security/credentials.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <charconv>
 #include <random>
+
+#include "daemon/log_limiter.h"
+#include "daemon/spool.h"
 
 namespace accelmon {
 
@@ -14,9 +19,10 @@ Uplink::Uplink(UplinkOptions options) : options_(std::move(options)) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
-  channel_ = grpc::CreateCustomChannel(options_.exporter_address,
-                                       grpc::InsecureChannelCredentials(), args);
+  auto credentials = MakeChannelCredentials(options_.tls, args);
+  channel_ = grpc::CreateCustomChannel(options_.exporter_address, credentials, args);
   stub_ = v1::Ingest::NewStub(channel_);
+  if (options_.spool != nullptr) acked_sequence_ = options_.spool->acknowledged();
 }
 
 Uplink::~Uplink() { Stop(); }
@@ -37,13 +43,25 @@ void Uplink::Stop() {
 }
 
 void Uplink::Submit(v1::NodeReport report) {
+  Spool* const spool = options_.spool;
+  const bool spooled = spool != nullptr && spool->Append(report);
   auto shared = std::make_shared<const v1::NodeReport>(std::move(report));
   {
     std::lock_guard lock(mu_);
-    if (pending_.size() >= options_.max_pending && !pending_.empty()) {
-      pending_.pop_front();
-      ++dropped_;
+    if (spool != nullptr) {
+      // What the spool dropped for room (and counted) goes from memory too.
+      const uint64_t gone = spool->dropped_through();
+      while (!pending_.empty() && pending_.front()->sequence() <= gone) {
+        if (unspooled_.erase(pending_.front()->sequence()) > 0) ++dropped_;
+        pending_.pop_front();
+      }
     }
+    if (pending_.size() >= options_.max_pending && !pending_.empty()) {
+      // A spooled report stays on disk and is read back from there when its turn comes.
+      if (spool == nullptr || unspooled_.erase(pending_.front()->sequence()) > 0) ++dropped_;
+      pending_.pop_front();
+    }
+    if (spool != nullptr && !spooled) unspooled_.insert(shared->sequence());
     pending_.push_back(std::move(shared));
   }
   cv_.notify_all();
@@ -51,26 +69,47 @@ void Uplink::Submit(v1::NodeReport report) {
 
 UplinkStats Uplink::stats() const {
   std::lock_guard lock(mu_);
-  return {pending_.size(), dropped_, acknowledged_, connected_};
+  UplinkStats s{pending_.size(), dropped_, acknowledged_, connected_};
+  if (options_.spool != nullptr) {
+    s.pending = std::max<uint64_t>(s.pending, options_.spool->unacknowledged());
+    s.dropped += options_.spool->dropped_reports();
+  }
+  return s;
 }
 
 bool Uplink::WaitUntilDrained(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return pending_.empty(); });
+  return cv_.wait_for(lock, timeout, [&] {
+    return pending_.empty() &&
+           (options_.spool == nullptr || options_.spool->last_sequence() <= acked_sequence_);
+  });
 }
 
 void Uplink::HandleAck(const v1::Ack& ack) {
   {
     std::lock_guard lock(mu_);
     connected_ = true;
-    // Acks come in sending order: everything up to this sequence is settled.
-    while (!pending_.empty() && pending_.front()->sequence() <= ack.sequence()) {
-      pending_.pop_front();
+    if (ack.sequence() > acked_sequence_) {
+      acked_sequence_ = ack.sequence();
       ++acknowledged_;
     }
+    // Acks come in sending order: everything up to this sequence is settled.
+    while (!pending_.empty() && pending_.front()->sequence() <= ack.sequence()) {
+      unspooled_.erase(pending_.front()->sequence());
+      pending_.pop_front();
+    }
   }
+  if (options_.spool != nullptr) options_.spool->Acknowledge(ack.sequence());
   if (ack.status() == v1::Ack::STATUS_REJECTED) {
-    spdlog::warn("exporter rejected report {}: {}", ack.sequence(), ack.reason());
+    // Every report may be refused for the same reason: a line a minute per reason is enough.
+    static LogLimiter limiter;
+    if (auto suppressed = limiter.Admit(ack.reason(), std::chrono::steady_clock::now())) {
+      spdlog::warn("exporter rejected report {}: {}{}", ack.sequence(), ack.reason(),
+                   *suppressed == 0 ? ""
+                                    : fmt::format(" ({} more rejected for this reason in the "
+                                                  "last minute)",
+                                                  *suppressed));
+    }
   }
   cv_.notify_all();
 }
@@ -99,29 +138,60 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
     cv_.notify_all();
   });
 
-  // Send every pending report after the last one sent on this stream, in order.
+  // Send every unacknowledged report, in order: from memory, or from the spool for those memory
+  // no longer (or never) held.
+  Spool* const spool = options_.spool;
   uint64_t sent_up_to = 0;
+  {
+    std::lock_guard lock(mu_);
+    sent_up_to = acked_sequence_;
+  }
+  std::deque<std::shared_ptr<const v1::NodeReport>> from_spool;
   for (;;) {
     std::shared_ptr<const v1::NodeReport> next;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
-        return stopping_ || reader_done ||
-               (!pending_.empty() && pending_.back()->sequence() > sent_up_to);
-      });
-      if (stopping_ || reader_done) break;
-      for (const auto& r : pending_) {
-        if (r->sequence() > sent_up_to) {
-          next = r;
-          break;
+    if (from_spool.empty()) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] {
+          return stopping_ || reader_done ||
+                 (!pending_.empty() && pending_.back()->sequence() > sent_up_to) ||
+                 (spool != nullptr && spool->last_sequence() > sent_up_to);
+        });
+        if (stopping_ || reader_done) break;
+        for (const auto& r : pending_) {
+          if (r->sequence() > sent_up_to) {
+            next = r;
+            break;
+          }
         }
       }
+      if (spool != nullptr && (next == nullptr || next->sequence() > sent_up_to + 1)) {
+        uint64_t scanned = 0;
+        const uint64_t before = next ? next->sequence() : UINT64_MAX;
+        for (auto& r : spool->Read(sent_up_to, before, 256, &scanned)) {
+          from_spool.push_back(std::move(r));
+        }
+        if (from_spool.empty() && next == nullptr) {
+          sent_up_to = std::max(sent_up_to, scanned);  // nothing left there to send
+          continue;
+        }
+      }
+    }
+    if (!from_spool.empty()) {
+      next = std::move(from_spool.front());
+      from_spool.pop_front();
     }
     if (!stream->Write(*next)) break;
     sent_up_to = next->sequence();
   }
 
-  context.TryCancel();
+  // Cancel only to stop: a stream the exporter ended keeps its status (a refusal says why).
+  bool cancel = false;
+  {
+    std::lock_guard lock(mu_);
+    cancel = stopping_;
+  }
+  if (cancel) context.TryCancel();
   reader.join();
   grpc::Status status = stream->Finish();
   {
@@ -132,10 +202,89 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
   return status;
 }
 
+std::optional<size_t> ParseMessageSizeLimit(const std::string& error_message) {
+  constexpr std::string_view kPrefix = "larger than max (";
+  const size_t at = error_message.find(kPrefix);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t vs = error_message.find(" vs. ", at + kPrefix.size());
+  if (vs == std::string::npos) return std::nullopt;
+  size_t limit = 0;
+  const char* begin = error_message.data() + vs + 5;
+  const char* end = error_message.data() + error_message.size();
+  const auto [ptr, ec] = std::from_chars(begin, end, limit);
+  if (ec != std::errc() || ptr == begin || ptr == end || *ptr != ')') return std::nullopt;
+  return limit;
+}
+
+// Re-sending a report the exporter can never take would break every stream from now on. The
+// exporter reads a stream's reports in order, so it processed every report sent before the first
+// one over its limit: settle up to that one as if acknowledged, and count it dropped.
+void Uplink::DropTooLarge(const grpc::Status& status) {
+  const auto limit = ParseMessageSizeLimit(status.error_message());
+  if (!limit) return;
+  uint64_t after = 0;
+  std::shared_ptr<const v1::NodeReport> culprit;
+  {
+    std::lock_guard lock(mu_);
+    after = acked_sequence_;
+    for (const auto& r : pending_) {
+      if (r->sequence() > after && r->ByteSizeLong() > *limit) {
+        culprit = r;
+        break;
+      }
+    }
+  }
+  // Reports between the acknowledged one and memory's oldest are only in the spool.
+  if (Spool* const spool = options_.spool; spool != nullptr) {
+    uint64_t before = 0;
+    {
+      std::lock_guard lock(mu_);
+      before = pending_.empty() ? UINT64_MAX : pending_.front()->sequence();
+    }
+    if (culprit) before = std::min(before, culprit->sequence());
+    for (uint64_t from = after; from + 1 < before;) {
+      uint64_t scanned = 0;
+      const auto chunk = spool->Read(from, before, 256, &scanned);
+      const auto big = std::find_if(chunk.begin(), chunk.end(),
+                                    [&](const auto& r) { return r->ByteSizeLong() > *limit; });
+      if (big != chunk.end()) {
+        culprit = *big;
+        break;
+      }
+      if (chunk.empty() || scanned <= from) break;
+      from = std::max(scanned, chunk.back()->sequence());
+    }
+  }
+  if (!culprit) {
+    spdlog::warn(
+        "exporter {} refused a report over its limit of {} bytes, but none pending is "
+        "that large",
+        options_.exporter_address, *limit);
+    return;
+  }
+  const uint64_t sequence = culprit->sequence();
+  {
+    std::lock_guard lock(mu_);
+    acked_sequence_ = std::max(acked_sequence_, sequence);
+    ++dropped_;
+    while (!pending_.empty() && pending_.front()->sequence() <= sequence) {
+      unspooled_.erase(pending_.front()->sequence());
+      pending_.pop_front();
+    }
+  }
+  if (options_.spool != nullptr) options_.spool->Acknowledge(sequence);
+  spdlog::error(
+      "dropped report {} ({} bytes): the exporter {} takes at most {} bytes "
+      "(--grpc.max-recv-msg-size); counted in accelmon_agent_dropped_reports_total",
+      sequence, culprit->ByteSizeLong(), options_.exporter_address, *limit);
+  cv_.notify_all();
+}
+
 void Uplink::Run() {
   std::mt19937_64 rng(std::random_device{}());
   auto backoff = options_.min_backoff;
   bool logged_unreachable = false;
+  bool logged_refused = false;
   for (;;) {
     bool got_ack = false;
     const grpc::Status status = StreamOnce(got_ack);
@@ -143,12 +292,24 @@ void Uplink::Run() {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
+    const bool too_large = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    if (too_large) DropTooLarge(status);
     const size_t pending = stats().pending;
-    if (got_ack) {
+    if (got_ack || too_large) {
       backoff = options_.min_backoff;
       logged_unreachable = false;
+      logged_refused = false;
       spdlog::warn("lost connection to exporter {}: {} ({} reports pending); reconnecting",
                    options_.exporter_address, status.error_message(), pending);
+    } else if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+               status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      // Not a network problem (a certificate for another node): say so once, retry quietly.
+      if (!logged_refused) {
+        spdlog::error("exporter {} refused this agent: {}; retrying with backoff up to {}ms",
+                      options_.exporter_address, status.error_message(),
+                      options_.max_backoff.count());
+      }
+      logged_refused = true;
     } else if (!logged_unreachable) {
       logged_unreachable = true;
       spdlog::warn("exporter {} unreachable: {}; retrying with backoff up to {}ms",

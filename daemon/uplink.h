@@ -12,19 +12,28 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/tls.h"
 
 namespace accelmon {
 
+class Spool;
+
 struct UplinkOptions {
   std::string exporter_address = "localhost:9478";
+  GrpcClientTls tls{};  // plain text unless enabled
   // Reports kept while the exporter is away (an hour at 1s); beyond that the oldest go first.
   size_t max_pending = 3600;
   std::chrono::milliseconds min_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
+  // With a disk spool, every report is written there first; reports that memory no longer holds
+  // (or that an earlier run left unacknowledged) are read back from it, oldest first.
+  Spool* spool = nullptr;
 };
 
 struct UplinkStats {
@@ -55,6 +64,8 @@ class Uplink {
   // One stream's life: returns when it breaks or the uplink stops.
   grpc::Status StreamOnce(bool& got_ack);
   void HandleAck(const v1::Ack& ack);
+  // After the exporter ended a stream because a report exceeded its message size limit.
+  void DropTooLarge(const grpc::Status& status);
 
   const UplinkOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -65,11 +76,16 @@ class Uplink {
   std::deque<std::shared_ptr<const v1::NodeReport>> pending_;  // sorted by sequence
   uint64_t dropped_ = 0;
   uint64_t acknowledged_ = 0;
+  uint64_t acked_sequence_ = 0;   // the highest acknowledged sequence
+  std::set<uint64_t> unspooled_;  // in memory only: the spool refused them
   bool connected_ = false;
   bool stopping_ = false;
   grpc::ClientContext* active_context_ = nullptr;  // cancelled by Stop()
 
   std::thread thread_;
 };
+
+// The exporter's limit from gRPC's "Received message larger than max (N vs. LIMIT)", if it is that.
+std::optional<size_t> ParseMessageSizeLimit(const std::string& error_message);
 
 }  // namespace accelmon

@@ -13,6 +13,7 @@ BUILD=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   prometheus-cpp-dev libcivetweb-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libzstd-dev
+  libssl-dev libcrypt-dev    # TLS (also civetweb's HTTPS, which loads libcrypto.so), bcrypt
   libgtest-dev libgmock-dev libbenchmark-dev
   curl
 )
@@ -21,6 +22,7 @@ TEST=(
   prometheus-node-exporter   # the peer the host collectors are compared with
   clang libclang-rt-14-dev   # libFuzzer for the parser fuzz targets
   clang-format
+  openssl                    # the CLI: certificates for the TLS tests
 )
 
 case "$profile" in

@@ -34,6 +34,11 @@ expect_usage_error "greater than 0" standalone --collect.interval 0s
 expect_usage_error "is not a directory" agent --path.procfs /nonexistent/proc
 expect_usage_error "not in range" standalone --sim 65
 expect_usage_error "debug,info,warn,error" --log.level loud standalone
+expect_usage_error "must be from 4KiB to 1GiB" exporter --grpc.max-recv-msg-size 1KiB
+expect_usage_error "is not a size" exporter --grpc.max-recv-msg-size lots
+expect_usage_error "not in range" exporter --grpc.max-devices-per-node 0
+expect_usage_error "not in range" standalone --grpc.max-reports-per-second 0
+expect_usage_error "is not a duration" exporter --grpc.max-clock-skew soon
 
 # A port already taken is a runtime failure (exit 1) with a reason, not a hang.
 start first exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0

@@ -59,5 +59,17 @@ TEST(ParseHostPort, ExplainsWhatIsWrong) {
   }
 }
 
+TEST(ParseByteSize, PlainAndBinaryUnits) {
+  EXPECT_EQ(ParseByteSize("1048576"), 1048576u);
+  EXPECT_EQ(ParseByteSize("512B"), 512u);
+  EXPECT_EQ(ParseByteSize("64KiB"), 65536u);
+  EXPECT_EQ(ParseByteSize("256MiB"), uint64_t{256} << 20);
+  EXPECT_EQ(ParseByteSize("2GiB"), uint64_t{2} << 30);
+  EXPECT_EQ(ParseByteSize("1TiB"), uint64_t{1} << 40);
+  for (const char* bad : {"", "MiB", "1.5GiB", "-1", "10MB", "10 MiB", "99999999999TiB"}) {
+    EXPECT_FALSE(ParseByteSize(bad)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace accelmon

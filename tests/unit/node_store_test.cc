@@ -14,7 +14,7 @@ std::shared_ptr<const v1::NodeReport> Report(const std::string& node, const std:
   r->set_node(node);
   r->set_agent_instance_id(instance);
   r->set_sequence(seq);
-  r->mutable_timestamp()->set_seconds(1'700'000'000 + static_cast<int64_t>(seq));
+  r->mutable_timestamp()->set_seconds(1'700'000'000);  // kT0: not in the future
   return r;
 }
 
@@ -57,6 +57,18 @@ TEST(NodeStore, RejectsReportsThatCannotBeAttributed) {
   const auto result = store.Apply(no_time, kT0);
   EXPECT_EQ(result.outcome, ApplyOutcome::kRejected);
   EXPECT_EQ(result.reason, "missing_timestamp");
+  EXPECT_EQ(store.size(), 0u);
+}
+
+TEST(NodeStore, RejectsReportsOutsideItsLimits) {
+  NodeStore store(minutes(10), ValidationLimits{.max_devices = 1});
+  auto two = std::make_shared<v1::NodeReport>(*Report("a", "i", 1));
+  two->add_devices();
+  two->add_devices();
+  EXPECT_EQ(store.Apply(two, kT0).reason, "too_many_devices");
+  auto future = std::make_shared<v1::NodeReport>(*Report("a", "i", 1));
+  future->mutable_timestamp()->set_seconds(1'700'000'000 + 3600);
+  EXPECT_EQ(store.Apply(future, kT0).reason, "timestamp_in_future");
   EXPECT_EQ(store.size(), 0u);
 }
 

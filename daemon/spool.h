@@ -1,0 +1,140 @@
+// The agent's disk spool: every report is appended to a segment file before it is sent, so that
+// neither an exporter restart nor an agent crash loses it.
+//
+// Layout of the directory:
+//   NNNNNNNNNNNNNNNNNNNN.seg  segments, oldest first, rotated at about 4 MiB; each a run of records
+//                             [u32 LE payload length][u32 LE CRC-32 of payload][payload], the
+//                             payload a serialized NodeReport, sequences increasing
+//   state                     agent instance id and acknowledged watermark (temp file + rename)
+//   lock                      flock()ed while an agent uses the directory
+//
+// Appends are one write(2) per report, so a killed agent loses nothing the kernel has; fdatasync
+// runs at most once a second, so a power loss can cost the last second. A torn or damaged record
+// ends its segment (later segments are still read).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelmon/v1/telemetry.pb.h"
+
+namespace accelmon {
+
+struct SpoolOptions {
+  std::string dir;
+  uint64_t max_bytes = uint64_t{256} << 20;
+  // Rotation size; never more than a quarter of max_bytes, so dropping the oldest segment frees
+  // room without touching the one being written.
+  uint64_t segment_bytes = uint64_t{4} << 20;
+};
+
+// One record as stored: header and payload.
+std::string EncodeSpoolRecord(std::string_view payload);
+
+struct SegmentScan {
+  uint64_t records = 0;
+  uint64_t valid_bytes = 0;    // up to the end of the last good record
+  uint64_t skipped_bytes = 0;  // from the first damaged or torn record to the end of the file
+  std::string damage;          // why reading stopped early; empty when the file ended cleanly
+};
+
+// Reads one segment file as it is now, calling `on_record` with each intact payload in order.
+// Stops at the first torn or damaged record. `error` is set when the file cannot be read at all.
+SegmentScan ScanSegment(const std::string& path,
+                        const std::function<void(std::string_view payload)>& on_record,
+                        std::string* error);
+
+struct SpoolState {
+  std::string instance_id;
+  uint64_t acknowledged = 0;  // every sequence up to here is acknowledged (or given up)
+};
+
+// The state file, written to a temporary file and renamed over the old one.
+bool WriteSpoolState(const std::string& dir, const SpoolState& state, std::string* error);
+// Empty instance id with `error` set when missing or unreadable.
+SpoolState ReadSpoolState(const std::string& dir, std::string* error);
+
+class Spool {
+ public:
+  // Opens (creating) the directory and reads what an earlier run left. Keeps the instance id found
+  // there, or takes `fresh_instance_id`. Throws std::runtime_error with a one-line reason.
+  Spool(SpoolOptions options, const std::string& fresh_instance_id);
+  ~Spool();
+
+  Spool(const Spool&) = delete;
+  Spool& operator=(const Spool&) = delete;
+
+  const std::string& instance_id() const { return instance_id_; }
+  // Bytes of damaged or torn records found when opening.
+  uint64_t skipped_bytes_at_open() const { return skipped_at_open_; }
+
+  // The highest sequence ever appended (continued from the previous run).
+  uint64_t last_sequence() const { return last_sequence_.load(); }
+  uint64_t acknowledged() const;
+  // Reports appended and not yet acknowledged or dropped (sequences are consecutive).
+  uint64_t unacknowledged() const;
+  uint64_t dropped_reports() const;
+  // Every sequence up to here was dropped or acknowledged.
+  uint64_t dropped_through() const;
+  uint64_t bytes() const;
+  size_t segments() const;
+
+  // Writes one report; false (and logged) when the disk refuses it.
+  bool Append(const v1::NodeReport& report);
+
+  // Everything up to `sequence` is acknowledged. Persists the watermark and deletes settled
+  // segments at most once a second.
+  void Acknowledge(uint64_t sequence);
+
+  // Spooled reports with after < sequence < before, oldest first, at most `limit`. Sets
+  // `scanned_through` to the highest sequence that could have been found.
+  std::vector<std::shared_ptr<const v1::NodeReport>> Read(uint64_t after, uint64_t before,
+                                                          size_t limit, uint64_t* scanned_through);
+
+  // Writes the state and syncs (also done by the destructor).
+  void Close();
+
+ private:
+  struct Segment {
+    uint64_t index = 0;
+    std::string path;
+    uint64_t first_sequence = 0;  // 0 while empty
+    uint64_t last_sequence = 0;
+    uint64_t records = 0;
+    uint64_t bytes = 0;
+  };
+
+  void OpenNewSegmentLocked();
+  void PersistLocked();
+  void DropOldestLocked();
+  void SyncLocked();
+
+  const SpoolOptions options_;
+  const uint64_t segment_bytes_;
+  std::string instance_id_;
+  uint64_t skipped_at_open_ = 0;
+  int lock_fd_ = -1;
+
+  mutable std::mutex mu_;
+  std::vector<Segment> segments_;  // oldest first; back() is written to
+  int fd_ = -1;
+  std::atomic<uint64_t> last_sequence_{0};
+  uint64_t acknowledged_ = 0;
+  uint64_t persisted_acknowledged_ = 0;
+  uint64_t dropped_ = 0;
+  uint64_t dropped_through_ = 0;
+  uint64_t total_bytes_ = 0;
+  bool dirty_ = false;  // written since the last fdatasync
+  bool append_failing_ = false;
+  std::chrono::steady_clock::time_point last_sync_{};
+  std::chrono::steady_clock::time_point last_persist_{};
+};
+
+}  // namespace accelmon

@@ -1,0 +1,127 @@
+// The uplink with a disk spool against a real exporter over loopback: reports that memory cannot
+// hold, or that an earlier agent run left unacknowledged, are read back from disk and delivered.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "collectors/sim.h"
+#include "daemon/agent.h"
+#include "daemon/exporter.h"
+#include "daemon/spool.h"
+
+namespace accelmon {
+namespace {
+
+using namespace std::chrono_literals;
+
+collectors::CollectorSet SimCollectors() {
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  list.push_back(
+      std::make_unique<collectors::SimCollector>(collectors::SimOptions{.devices = 2, .seed = 7}));
+  return collectors::CollectorSet(std::move(list));
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+class SpoolUplinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/accelmon-spool-it.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    // A free port, left unbound while the agent runs without its exporter.
+    ExporterOptions probe_options;
+    probe_options.web_listen_address = "127.0.0.1:0";
+    probe_options.grpc_listen_address = "127.0.0.1:0";
+    Exporter probe(probe_options);
+    probe.Start();
+    port_ = probe.grpc_port();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<Exporter> StartExporter() {
+    ExporterOptions options;
+    options.web_listen_address = "127.0.0.1:0";
+    options.grpc_listen_address = "127.0.0.1:" + std::to_string(port_);
+    auto exporter = std::make_unique<Exporter>(options);
+    exporter->Start();
+    return exporter;
+  }
+
+  UplinkOptions Options(Spool* spool) const {
+    UplinkOptions options;
+    options.exporter_address = "127.0.0.1:" + std::to_string(port_);
+    options.max_pending = 5;  // memory holds little; the spool holds the rest
+    options.min_backoff = 20ms;
+    options.max_backoff = 100ms;
+    options.spool = spool;
+    return options;
+  }
+
+  std::string dir_;
+  int port_ = 0;
+};
+
+TEST_F(SpoolUplinkTest, DeliversWhatMemoryCouldNotHold) {
+  Spool spool(SpoolOptions{.dir = dir_}, NewAgentInstanceId());
+  Uplink uplink(Options(&spool));
+  Agent agent(AgentOptions{.node = "spool-node", .instance_id = spool.instance_id()},
+              SimCollectors(), uplink);
+  uplink.Start();
+  for (int i = 0; i < 50; ++i) uplink.Submit(agent.CollectOnce());
+  EXPECT_EQ(uplink.stats().pending, 50u);
+  EXPECT_EQ(uplink.stats().dropped, 0u) << "beyond memory is not dropped with a spool";
+
+  auto exporter = StartExporter();
+  ASSERT_TRUE(uplink.WaitUntilDrained(20s));
+  uplink.Stop();
+  EXPECT_EQ(exporter->stats().reports_applied.load(), 50u);
+  EXPECT_EQ(uplink.stats().dropped, 0u);
+  EXPECT_EQ(spool.acknowledged(), 50u);
+}
+
+TEST_F(SpoolUplinkTest, NextRunResendsWhatTheLastLeftBeforeNewReports) {
+  std::string instance;
+  {
+    Spool spool(SpoolOptions{.dir = dir_}, NewAgentInstanceId());
+    instance = spool.instance_id();
+    Uplink uplink(Options(&spool));
+    Agent agent(AgentOptions{.node = "spool-node", .instance_id = instance}, SimCollectors(),
+                uplink);
+    uplink.Start();
+    for (int i = 0; i < 30; ++i) uplink.Submit(agent.CollectOnce());
+    uplink.Stop();
+  }  // the exporter never saw them
+
+  Spool spool(SpoolOptions{.dir = dir_}, NewAgentInstanceId());
+  EXPECT_EQ(spool.instance_id(), instance);
+  EXPECT_EQ(spool.last_sequence(), 30u);
+  EXPECT_EQ(spool.unacknowledged(), 30u);
+  Uplink uplink(Options(&spool));
+  Agent agent(AgentOptions{.node = "spool-node",
+                           .instance_id = spool.instance_id(),
+                           .last_sequence = spool.last_sequence()},
+              SimCollectors(), uplink);
+  auto exporter = StartExporter();
+  uplink.Start();
+  for (int i = 0; i < 5; ++i) uplink.Submit(agent.CollectOnce());
+  EXPECT_EQ(agent.last_sequence(), 35u);
+  ASSERT_TRUE(uplink.WaitUntilDrained(20s));
+  uplink.Stop();
+  // Applied in order: a new report first would have made the spooled ones duplicates.
+  EXPECT_EQ(exporter->stats().reports_applied.load(), 35u);
+  EXPECT_EQ(exporter->stats().reports_duplicate.load(), 0u);
+}
+
+}  // namespace
+}  // namespace accelmon

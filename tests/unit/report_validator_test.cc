@@ -1,0 +1,370 @@
+#include "daemon/report_validator.h"
+
+#include <google/protobuf/descriptor.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+
+namespace accelmon {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+const Clock::time_point kNow = Clock::time_point(seconds(1'700'000'000));
+
+// Every field of the data model set to a plausible value.
+v1::NodeReport FullReport() {
+  v1::NodeReport r;
+  r.set_node("gpu-node-01");
+  r.set_agent_instance_id("0123456789abcdef");
+  r.set_sequence(7);
+  r.mutable_timestamp()->set_seconds(1'700'000'000);
+  r.mutable_timestamp()->set_nanos(5);
+  r.mutable_interval()->set_seconds(1);
+  r.mutable_interval()->set_nanos(1);
+  r.set_agent_version("0.1.0");
+  r.mutable_agent()->set_dropped_reports_total(1);
+  r.mutable_agent()->set_spool_reports(2);
+
+  auto* c = r.add_collectors();
+  c->set_name("nvml");
+  c->set_success(true);
+  c->set_duration_seconds(0.01);
+  c->set_error("ok, but slow: température");
+
+  auto link = [](v1::Link* l, const char* name) {
+    l->set_kind(v1::LINK_KIND_NVLINK);
+    l->set_name(name);
+    l->set_index(3);
+    l->set_peer("00000000:18:00.0");
+    l->set_up(true);
+    l->set_transmit_bytes_total(1);
+    l->set_receive_bytes_total(2);
+    l->set_transmit_packets_total(3);
+    l->set_receive_packets_total(4);
+    l->set_max_bandwidth_bytes_per_second(25e9);
+    (*l->mutable_errors_total())["crc"] = 1;
+    l->set_pcie_generation(5);
+    l->set_pcie_width(16);
+    l->set_mtu_bytes(4096);
+  };
+
+  auto* d = r.add_devices();
+  auto* id = d->mutable_identity();
+  id->set_vendor("nvidia");
+  id->set_model("NVIDIA H200");
+  id->set_uuid("GPU-5f3c0000-0000-0000-0000-000000000000");
+  id->set_index(1);
+  id->set_pci_bus_id("00000000:17:00.0");
+  id->set_firmware_version("96.00.5E.00.01");
+  id->set_driver_version("550.54.15");
+  id->set_serial("1650923000001");
+  d->set_up(true);
+  auto* m = d->mutable_memory();
+  m->set_total_bytes(10);
+  m->set_used_bytes(4);
+  m->set_free_bytes(6);
+  m->set_reserved_bytes(1);
+  m->set_largest_free_block_bytes(5);
+  m->set_fragmentation_ratio(1.0 / 6);
+  auto* t = d->mutable_thermal();
+  t->set_core_celsius(-273.15);  // the edges of the ranges are valid
+  t->set_memory_celsius(1000);
+  t->set_slowdown_threshold_celsius(87);
+  t->set_shutdown_threshold_celsius(92);
+  (*t->mutable_throttle_reasons())["sw_thermal"] = false;
+  auto* p = d->mutable_power();
+  p->set_usage_watts(0);
+  p->set_limit_watts(700);
+  p->set_energy_joules_total(1e12);
+  auto* u = d->mutable_utilization();
+  u->set_compute_ratio(0);
+  u->set_memory_bandwidth_ratio(1);
+  d->mutable_clocks()->set_compute_hz(1.98e9);
+  d->mutable_clocks()->set_memory_hz(2.6e9);
+  auto* e = d->mutable_errors();
+  e->set_ecc_corrected_total(1);
+  e->set_ecc_uncorrected_total(0);
+  e->set_remapped_rows_correctable(1);
+  e->set_remapped_rows_uncorrectable(1);
+  e->set_remapped_rows_pending(true);
+  e->set_remapped_rows_failure(false);
+  link(d->add_links(), "nvlink3");
+
+  auto* h = r.mutable_host();
+  auto* hm = h->mutable_memory();
+  for (auto setter :
+       {&v1::HostMemory::set_total_bytes, &v1::HostMemory::set_free_bytes,
+        &v1::HostMemory::set_available_bytes, &v1::HostMemory::set_buffers_bytes,
+        &v1::HostMemory::set_cached_bytes, &v1::HostMemory::set_swap_total_bytes,
+        &v1::HostMemory::set_swap_free_bytes, &v1::HostMemory::set_shmem_bytes,
+        &v1::HostMemory::set_slab_reclaimable_bytes, &v1::HostMemory::set_slab_unreclaimable_bytes,
+        &v1::HostMemory::set_hugepages_total, &v1::HostMemory::set_hugepages_free,
+        &v1::HostMemory::set_hugepage_size_bytes, &v1::HostMemory::set_dirty_bytes,
+        &v1::HostMemory::set_writeback_bytes}) {
+    (hm->*setter)(4096);
+  }
+  auto* z = h->add_buddyinfo();
+  z->set_numa_node(1);
+  z->set_zone("Normal");
+  z->add_free_blocks(3);
+  z->set_page_size_bytes(4096);
+  h->mutable_vmstat()->set_oom_kill_total(1);
+  h->mutable_memory_pressure()->set_some_total_us(1);
+  h->mutable_memory_pressure()->set_full_total_us(1);
+  link(h->add_links(), "eth0");
+  auto* ts = h->add_temperatures();
+  ts->set_sensor("coretemp Package id 0");
+  ts->set_celsius(45);
+  ts->set_chip("hwmon3");
+  auto* ps = h->add_power_sensors();
+  ps->set_sensor("amdgpu PPT");
+  ps->set_watts(120);
+  ps->set_chip("hwmon4");
+
+  auto* ev = r.add_events();
+  ev->set_kind(v1::EVENT_KIND_XID);
+  ev->mutable_time()->set_seconds(1'699'999'999);
+  ev->mutable_time()->set_nanos(1);
+  ev->set_device_index(1);
+  ev->set_device_uuid("GPU-5f3c0000-0000-0000-0000-000000000000");
+  ev->set_link("nvlink3");
+  ev->set_code(79);
+  ev->set_message("GPU has fallen off the bus");
+  return r;
+}
+
+// Fails for every field of `m` (recursively) left at its default: when the data model grows,
+// this test and the validator are extended with it.
+void ExpectEveryFieldSet(const google::protobuf::Message& m, const std::string& path) {
+  const auto* reflection = m.GetReflection();
+  const auto* descriptor = m.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const auto* field = descriptor->field(i);
+    const std::string name = path + "." + field->name();
+    if (field->is_repeated()) {
+      ASSERT_GT(reflection->FieldSize(m, field), 0) << name;
+      if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE &&
+          !field->is_map()) {
+        ExpectEveryFieldSet(reflection->GetRepeatedMessage(m, field, 0), name);
+      }
+      continue;
+    }
+    // proto3 scalars without presence read as unset when zero; those that may be zero are fine.
+    const bool may_be_zero = name.ends_with(".success") || name.ends_with(".usage_watts") ||
+                             name.ends_with(".compute_ratio") ||
+                             name.ends_with(".ecc_uncorrected_total") ||
+                             name.ends_with(".remapped_rows_failure");
+    if (!may_be_zero) {
+      EXPECT_TRUE(reflection->HasField(m, field)) << name;
+    }
+    if (field->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+      ExpectEveryFieldSet(reflection->GetMessage(m, field), name);
+    }
+  }
+}
+
+std::string Validate(const v1::NodeReport& r, const ValidationLimits& limits = {}) {
+  return ValidateReport(r, limits, kNow);
+}
+
+std::string With(const std::function<void(v1::NodeReport&)>& change) {
+  v1::NodeReport r = FullReport();
+  change(r);
+  return Validate(r);
+}
+
+TEST(ReportValidator, AReportWithEveryFieldSetPasses) {
+  const v1::NodeReport r = FullReport();
+  ExpectEveryFieldSet(r, "NodeReport");
+  EXPECT_EQ(Validate(r), "");
+}
+
+TEST(ReportValidator, MissingIdentity) {
+  EXPECT_EQ(With([](auto& r) { r.clear_node(); }), "missing_node");
+  EXPECT_EQ(With([](auto& r) { r.clear_agent_instance_id(); }), "missing_instance");
+  EXPECT_EQ(With([](auto& r) { r.clear_sequence(); }), "missing_sequence");
+  EXPECT_EQ(With([](auto& r) { r.clear_timestamp(); }), "missing_timestamp");
+}
+
+TEST(ReportValidator, TimestampInFuture) {
+  v1::NodeReport r = FullReport();
+  r.mutable_timestamp()->set_seconds(1'700'000'000 + 300);
+  r.mutable_timestamp()->set_nanos(0);
+  EXPECT_EQ(Validate(r), "") << "exactly max_future ahead is allowed";
+  r.mutable_timestamp()->set_nanos(1);
+  EXPECT_EQ(Validate(r), "timestamp_in_future");
+  r.mutable_timestamp()->set_seconds(std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(Validate(r), "timestamp_in_future");
+  // The past is fine: a node may re-send an hour of spooled reports.
+  r.mutable_timestamp()->set_seconds(1'700'000'000 - 86'400);
+  EXPECT_EQ(Validate(r), "");
+  // The limit is configurable.
+  r.mutable_timestamp()->set_seconds(1'700'000'000 + 10);
+  EXPECT_EQ(Validate(r, {.max_future = seconds(5)}), "timestamp_in_future");
+}
+
+TEST(ReportValidator, LabelTooLong) {
+  const std::string ok(128, 'x');
+  const std::string too_long(129, 'x');
+  EXPECT_EQ(With([&](auto& r) { r.set_node(ok); }), "");
+  EXPECT_EQ(With([&](auto& r) { r.set_node(too_long); }), "label_too_long");
+  // Every label-bearing string is checked.
+  const std::vector<std::pair<const char*, std::function<void(v1::NodeReport&)>>> labels = {
+      {"instance", [&](auto& r) { r.set_agent_instance_id(too_long); }},
+      {"vendor", [&](auto& r) { r.mutable_devices(0)->mutable_identity()->set_vendor(too_long); }},
+      {"model", [&](auto& r) { r.mutable_devices(0)->mutable_identity()->set_model(too_long); }},
+      {"uuid", [&](auto& r) { r.mutable_devices(0)->mutable_identity()->set_uuid(too_long); }},
+      {"pci", [&](auto& r) { r.mutable_devices(0)->mutable_identity()->set_pci_bus_id(too_long); }},
+      {"firmware",
+       [&](auto& r) { r.mutable_devices(0)->mutable_identity()->set_firmware_version(too_long); }},
+      {"driver",
+       [&](auto& r) { r.mutable_devices(0)->mutable_identity()->set_driver_version(too_long); }},
+      {"throttle reason",
+       [&](auto& r) {
+         (*r.mutable_devices(0)->mutable_thermal()->mutable_throttle_reasons())[too_long] = true;
+       }},
+      {"device link", [&](auto& r) { r.mutable_devices(0)->mutable_links(0)->set_name(too_long); }},
+      {"peer", [&](auto& r) { r.mutable_devices(0)->mutable_links(0)->set_peer(too_long); }},
+      {"error type",
+       [&](auto& r) {
+         (*r.mutable_host()->mutable_links(0)->mutable_errors_total())[too_long] = 1;
+       }},
+      {"host link", [&](auto& r) { r.mutable_host()->mutable_links(0)->set_name(too_long); }},
+      {"collector", [&](auto& r) { r.mutable_collectors(0)->set_name(too_long); }},
+      {"zone", [&](auto& r) { r.mutable_host()->mutable_buddyinfo(0)->set_zone(too_long); }},
+      {"sensor", [&](auto& r) { r.mutable_host()->mutable_temperatures(0)->set_sensor(too_long); }},
+      {"chip", [&](auto& r) { r.mutable_host()->mutable_power_sensors(0)->set_chip(too_long); }},
+  };
+  for (const auto& [what, change] : labels) EXPECT_EQ(With(change), "label_too_long") << what;
+  // Free text is not a label.
+  EXPECT_EQ(With([&](auto& r) { r.mutable_events(0)->set_message(std::string(4096, 'm')); }), "");
+}
+
+TEST(ReportValidator, InvalidUtf8) {
+  EXPECT_EQ(With([](auto& r) { r.set_node("gpu\xff"); }), "invalid_utf8");
+  EXPECT_EQ(
+      With([](auto& r) { r.mutable_host()->mutable_temperatures(0)->set_sensor("\xc0\xaf"); }),
+      "invalid_utf8");
+  EXPECT_EQ(With([](auto& r) { r.mutable_collectors(0)->set_error("half \xe2\x82"); }),
+            "invalid_utf8");
+  EXPECT_EQ(With([](auto& r) { r.set_node("gpu-ノード-01"); }), "");
+}
+
+TEST(ReportValidator, Utf8Decoder) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("ascii"));
+  EXPECT_TRUE(IsValidUtf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));  // é € 😀
+  EXPECT_TRUE(IsValidUtf8("\xf4\x8f\xbf\xbf"));                      // U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\x80"));                                 // lone continuation
+  EXPECT_FALSE(IsValidUtf8("\xc3"));                                 // truncated
+  EXPECT_FALSE(IsValidUtf8("\xc1\xbf"));                             // overlong
+  EXPECT_FALSE(IsValidUtf8("\xe0\x80\xaf"));                         // overlong
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));                         // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));                     // > U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xff"));
+}
+
+// What protobuf 3.21 does with invalid UTF-8 in a proto3 `string`: serializing only logs, but
+// parsing fails. So over gRPC such a report never reaches the validator: the exporter cannot
+// deserialize it (see the integration test); the check above guards reports built in-process.
+TEST(ReportValidator, Proto3ParsingRefusesInvalidUtf8) {
+  v1::NodeReport r = FullReport();
+  r.set_node("gpu\xff");
+  std::string wire;
+  ASSERT_TRUE(r.SerializeToString(&wire));
+  v1::NodeReport parsed;
+  EXPECT_FALSE(parsed.ParseFromString(wire));
+}
+
+// The exporter parses reports itself to tell these apart and still answer with the sequence.
+TEST(ReportValidator, ParseReportSaysWhyItCannotParse) {
+  v1::NodeReport r = FullReport();
+  std::string wire;
+  ASSERT_TRUE(r.SerializeToString(&wire));
+  v1::NodeReport parsed;
+  EXPECT_EQ(ParseReport(wire, &parsed), "");
+  EXPECT_EQ(parsed.SerializeAsString(), wire);
+
+  (*r.mutable_devices(0)->mutable_thermal()->mutable_throttle_reasons())["\xff"] = true;
+  ASSERT_TRUE(r.SerializeToString(&wire));
+  EXPECT_EQ(ParseReport(wire, &parsed), "invalid_utf8");
+  EXPECT_EQ(parsed.sequence(), 7u);
+
+  EXPECT_EQ(ParseReport("\x08", &parsed), "malformed_report");  // truncated varint
+  EXPECT_EQ(ParseReport(std::string("\x00\x01", 2), &parsed), "malformed_report");  // field 0
+  EXPECT_EQ(ParseReport("", &parsed), "") << "an empty report parses (and fails validation)";
+}
+
+TEST(ReportValidator, TooManyDevicesLinksEvents) {
+  v1::NodeReport r = FullReport();
+  while (r.devices_size() < 64) *r.add_devices() = r.devices(0);
+  EXPECT_EQ(Validate(r), "");
+  *r.add_devices() = r.devices(0);
+  EXPECT_EQ(Validate(r), "too_many_devices");
+  EXPECT_EQ(Validate(r, {.max_devices = 65}), "");
+
+  r = FullReport();  // 1 device link + 1 host link
+  while (r.host().links_size() < 511) *r.mutable_host()->add_links() = r.host().links(0);
+  EXPECT_EQ(Validate(r), "");
+  *r.mutable_devices(0)->add_links() = r.devices(0).links(0);
+  EXPECT_EQ(Validate(r), "too_many_links") << "device and host links count together";
+  EXPECT_EQ(Validate(r, {.max_links = 513}), "");
+
+  r = FullReport();
+  while (r.events_size() < 1024) *r.add_events() = r.events(0);
+  EXPECT_EQ(Validate(r), "");
+  *r.add_events() = r.events(0);
+  EXPECT_EQ(Validate(r), "too_many_events");
+}
+
+TEST(ReportValidator, NonFiniteValue) {
+  const double nan = std::nan("");
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(With([&](auto& r) { r.mutable_devices(0)->mutable_power()->set_usage_watts(nan); }),
+            "non_finite_value");
+  EXPECT_EQ(With([&](auto& r) { r.mutable_devices(0)->mutable_thermal()->set_core_celsius(-inf); }),
+            "non_finite_value");
+  EXPECT_EQ(With([&](auto& r) { r.mutable_devices(0)->mutable_clocks()->set_memory_hz(inf); }),
+            "non_finite_value");
+  EXPECT_EQ(With([&](auto& r) { r.mutable_collectors(0)->set_duration_seconds(nan); }),
+            "non_finite_value");
+  EXPECT_EQ(With([&](auto& r) {
+              r.mutable_host()->mutable_links(0)->set_max_bandwidth_bytes_per_second(inf);
+            }),
+            "non_finite_value");
+  EXPECT_EQ(With([&](auto& r) { r.mutable_host()->mutable_temperatures(0)->set_celsius(nan); }),
+            "non_finite_value");
+}
+
+TEST(ReportValidator, ValueOutOfRange) {
+  const std::vector<std::pair<const char*, std::function<void(v1::NodeReport&)>>> cases = {
+      {"ratio > 1",
+       [](auto& r) { r.mutable_devices(0)->mutable_utilization()->set_compute_ratio(1.01); }},
+      {"ratio < 0",
+       [](auto& r) { r.mutable_devices(0)->mutable_memory()->set_fragmentation_ratio(-0.1); }},
+      {"below absolute zero",
+       [](auto& r) { r.mutable_devices(0)->mutable_thermal()->set_memory_celsius(-274); }},
+      {"too hot", [](auto& r) { r.mutable_host()->mutable_temperatures(0)->set_celsius(1000.5); }},
+      {"negative watts",
+       [](auto& r) { r.mutable_host()->mutable_power_sensors(0)->set_watts(-1); }},
+      {"negative joules",
+       [](auto& r) { r.mutable_devices(0)->mutable_power()->set_energy_joules_total(-1); }},
+      {"negative hertz",
+       [](auto& r) { r.mutable_devices(0)->mutable_clocks()->set_compute_hz(-1); }},
+      {"negative bandwidth",
+       [](auto& r) {
+         r.mutable_devices(0)->mutable_links(0)->set_max_bandwidth_bytes_per_second(-1);
+       }},
+      {"negative duration", [](auto& r) { r.mutable_collectors(0)->set_duration_seconds(-1); }},
+      {"negative interval", [](auto& r) { r.mutable_interval()->set_seconds(-1); }},
+      {"bad nanos", [](auto& r) { r.mutable_timestamp()->set_nanos(1'000'000'000); }},
+  };
+  for (const auto& [what, change] : cases) EXPECT_EQ(With(change), "value_out_of_range") << what;
+}
+
+}  // namespace
+}  // namespace accelmon
