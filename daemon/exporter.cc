@@ -29,6 +29,14 @@ void Exporter::Start() {
   builder.RegisterService(service_.get());
   // gRPC ends a stream that sends more with RESOURCE_EXHAUSTED before we see the message.
   builder.SetMaxReceiveMessageSize(options_.max_recv_msg_size);
+  // Keepalive that agrees with the agents' (a ping every 30 s, see uplink.cc): accept their pings
+  // even on a stream that is quiet between long collection intervals, instead of answering
+  // GOAWAY "too_many_pings"; and ping them ourselves so a vanished node frees its stream.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
   server_ = builder.BuildAndStart();
   if (!server_ || grpc_port_ == 0) {
     server_.reset();

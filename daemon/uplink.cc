@@ -19,6 +19,9 @@ Uplink::Uplink(UplinkOptions options) : options_(std::move(options)) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+  // Keep pinging while no report is in flight (long --collect.interval); the exporter allows it.
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   auto credentials = MakeChannelCredentials(options_.tls, args);
   channel_ = grpc::CreateCustomChannel(options_.exporter_address, credentials, args);
   stub_ = v1::Ingest::NewStub(channel_);
