@@ -12,6 +12,7 @@
 #include "daemon/exporter.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -38,15 +39,7 @@ collectors::CollectorSet FixtureCollectors(int sim_devices) {
   return collectors::CollectorSet(std::move(list));
 }
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
+using testing::WaitFor;
 
 // Keeps every report the agent hands to its uplink.
 class Tap {

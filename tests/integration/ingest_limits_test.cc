@@ -12,6 +12,7 @@
 #include "daemon/uplink.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -47,15 +48,7 @@ v1::NodeReport Report(const std::string& node, uint64_t sequence) {
   return r;
 }
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
+using testing::WaitFor;
 
 std::vector<testing::Sample> Scrape(const Exporter& exporter) {
   const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");

@@ -10,6 +10,7 @@
 #include "daemon/agent.h"
 #include "daemon/exporter.h"
 #include "daemon/spool.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -23,15 +24,7 @@ collectors::CollectorSet SimCollectors() {
   return collectors::CollectorSet(std::move(list));
 }
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
+using testing::WaitFor;
 
 class SpoolUplinkTest : public ::testing::Test {
  protected:
