@@ -63,6 +63,8 @@ std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& 
     collectors.push_back(std::make_unique<SimCollector>(
         SimOptions{.devices = config.sim_devices, .seed = config.sim_seed}));
   }
+  // Last: it attaches pushed processes to the devices every other collector found.
+  if (config.push != nullptr) collectors.push_back(std::make_unique<PushCollector>(*config.push));
   return collectors;
 }
 

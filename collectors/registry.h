@@ -9,6 +9,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/path_resolver.h"
+#include "collectors/push.h"
 
 namespace accelmon::collectors {
 
@@ -21,6 +22,9 @@ struct CollectorConfig {
   std::string nvml_library = "libnvidia-ml.so.1";  // --nvml.library
   std::string dcmi_library = "libdcmi.so";         // --dcmi.library
   std::chrono::milliseconds device_timeout{2000};  // --collect.device-timeout
+  // Allocator statistics pushed by training processes; the "push" collector runs last, after
+  // every device collector, when set. Must outlive the collectors.
+  PushStore* push = nullptr;
 };
 
 // Every host collector, in the order they run.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "collectors/push.h"
+
 namespace accelmon::collectors {
 namespace {
 
@@ -11,6 +13,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr uint64_t kReservedBytes = 512ULL << 20;      // what the driver keeps for itself
 constexpr double kRampSeconds = 90;                    // the job loads its weights
 constexpr double kFragmentationTauSeconds = 3 * 3600;  // fragmentation creeps up over hours
+constexpr double kJobMinSeconds = 6 * 3600;            // the job restarts every 6 to 10 hours
+constexpr double kJobMaxSeconds = 10 * 3600;
+constexpr double kContextBytes = 0.5 * 1024 * 1024 * 1024;  // the process's context, not cached
+constexpr double kLargestCachedShare = 0.1;  // the largest cached free block, of all cached
 constexpr double kThermalTauSeconds = 60;
 
 // SplitMix64: decorrelates the per-device seeds derived from one seed.
@@ -71,6 +77,7 @@ SimCollector::SimCollector(SimOptions options) : options_(options) {
     d.working_set_bytes = Uniform(d.rng, 70, 110) * kGiB;
     d.fragmentation_max = Uniform(d.rng, 0.3, 0.7);
     d.busy_level = Uniform(d.rng, 0.82, 0.95);
+    d.job_end_s = Uniform(d.rng, kJobMinSeconds, kJobMaxSeconds);
     devices_.push_back(std::move(d));
   }
   // Links: a full mesh up to 8 devices (as NVLink/HCCS boards are wired), ring neighbours beyond.
@@ -128,32 +135,63 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   id.set_driver_version("accelmon-sim");
   out.set_up(true);
 
+  // The job restarts on a schedule drawn from the seed.
+  while (elapsed_s >= d.job_end_s) {
+    d.job_start_s = d.job_end_s;
+    d.job_end_s += Uniform(d.rng, kJobMinSeconds, kJobMaxSeconds);
+    ++d.restarts;
+    d.alloc_retries = 0;
+  }
+  const double job_age_s = std::max(0.0, elapsed_s - d.job_start_s);
+
   // Utilization: the job is busy once loaded, with noise.
-  const double loaded = std::min(1.0, elapsed_s / kRampSeconds);
+  const double loaded = std::min(1.0, job_age_s / kRampSeconds);
   const double compute = std::clamp(d.busy_level * loaded + Noise(d.rng, 0.03), 0.0, 1.0);
   const double membw = std::clamp(0.7 * compute + Noise(d.rng, 0.03), 0.0, 1.0);
   out.mutable_utilization()->set_compute_ratio(compute);
   out.mutable_utilization()->set_memory_bandwidth_ratio(membw);
 
-  // Memory: the working set loads during the ramp, then holds with small jitter.
+  // Memory: the job's allocator holds its working set (allocated, loaded during the ramp) plus a
+  // cache of freed blocks that grows and splits over hours; the device's free memory is the rest.
+  // Fragmentation follows from that as for pushed statistics (DeriveFragmentation).
   const double total = static_cast<double>(kMemoryTotalBytes);
-  const double used =
+  const double available = total - static_cast<double>(kReservedBytes) - kContextBytes;
+  const double allocated =
       std::clamp(2 * kGiB + (d.working_set_bytes - 2 * kGiB) * loaded + Noise(d.rng, 0.2 * kGiB),
-                 0.0, total - static_cast<double>(kReservedBytes));
-  const auto used_b = static_cast<uint64_t>(used);
-  const uint64_t free_b = kMemoryTotalBytes - kReservedBytes - used_b;
-  const double fragmentation =
-      std::clamp(d.fragmentation_max * (1 - std::exp(-elapsed_s / kFragmentationTauSeconds)) +
+                 0.0, available);
+  const double cached_share =
+      std::clamp(d.fragmentation_max * (1 - std::exp(-job_age_s / kFragmentationTauSeconds)) +
                      Noise(d.rng, 0.005),
-                 0.0, 1.0);
+                 0.0, 0.9);
+  const auto allocated_b = static_cast<uint64_t>(allocated);
+  const auto cached_b = static_cast<uint64_t>((available - allocated) * cached_share);
+  const uint64_t process_reserved_b = allocated_b + cached_b;
+  const uint64_t used_b = static_cast<uint64_t>(kContextBytes) + process_reserved_b;
+  const uint64_t free_b = kMemoryTotalBytes - kReservedBytes - used_b;
   auto& mem = *out.mutable_memory();
   mem.set_total_bytes(kMemoryTotalBytes);
   mem.set_used_bytes(used_b);
   mem.set_free_bytes(free_b);
   mem.set_reserved_bytes(kReservedBytes);
-  mem.set_fragmentation_ratio(fragmentation);
-  mem.set_largest_free_block_bytes(
-      static_cast<uint64_t>(static_cast<double>(free_b) * (1 - fragmentation)));
+
+  // Allocations that had to free the cache first become likelier as the cache fragments.
+  if (std::uniform_real_distribution<double>(0, 1)(d.rng) < 0.01 * cached_share * dt_s) {
+    ++d.alloc_retries;
+  }
+  auto& process = *out.add_processes();
+  process.set_pid(10000 + 1000 * index + d.restarts);
+  process.set_job("sim-job");
+  process.set_rank(std::to_string(index));
+  process.set_reserved_bytes(process_reserved_b);
+  process.set_allocated_bytes(allocated_b);
+  process.set_active_bytes(allocated_b);
+  process.set_inactive_split_bytes(static_cast<uint64_t>(0.8 * static_cast<double>(cached_b)));
+  process.set_largest_free_block_bytes(
+      static_cast<uint64_t>(kLargestCachedShare * static_cast<double>(cached_b)));
+  process.set_segments(1 + process_reserved_b / (2ULL << 30));
+  process.set_alloc_retries_total(d.alloc_retries);
+  process.set_ooms_total(0);
+  DeriveFragmentation(out);
 
   // Power follows utilization; energy integrates power.
   const double watts =

@@ -51,7 +51,13 @@ class SimCollector final : public Collector {
     std::string pci_bus_id;
     double working_set_bytes = 0;  // what the simulated job settles at
     double fragmentation_max = 0;  // where fragmentation creeps towards over hours
-    double busy_level = 0;         // typical compute utilization
+    // The simulated job's process: it restarts every few hours (a new pid, memory loads again and
+    // its allocator's cache starts unfragmented).
+    double job_start_s = 0;
+    double job_end_s = 0;
+    uint32_t restarts = 0;
+    uint64_t alloc_retries = 0;
+    double busy_level = 0;  // typical compute utilization
     double core_celsius = 35;
     double energy_joules = 0;
     uint64_t ecc_corrected = 0;

@@ -109,6 +109,19 @@ void AddCollectorFlags(CLI::App& cmd, accelmon::CollectorFlags& f) {
                  "Give up on a device collector's tick after this long (a hung driver call)")
       ->check(kDuration)
       ->capture_default_str();
+  // Allocator statistics pushed by training processes (README "Device memory fragmentation").
+  cmd.add_option("--push.socket", f.push.socket,
+                 "Unix socket where training processes push allocator statistics (mode 0660; "
+                 "\"\" turns it off)")
+      ->capture_default_str();
+  cmd.add_option("--push.max-processes-per-device", f.push.max_processes_per_device,
+                 "Refuse pushes from more processes than this per device")
+      ->check(CLI::Range(size_t{1}, size_t{256}))
+      ->capture_default_str();
+  cmd.add_option("--push.expire-after", f.push.expire_after,
+                 "Forget a process that has not pushed for this long (or whose pid is gone)")
+      ->check(kDuration)
+      ->capture_default_str();
 }
 
 void AddExporterFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {
@@ -240,6 +253,10 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v");
   spdlog::set_level(spdlog::level::from_str(log_level));
+
+  // Only a socket named on the command line is worth stopping for when it cannot be served.
+  CLI::App* collecting = agent->parsed() ? agent : standalone;
+  collector_flags.push.socket_set = collecting->count("--push.socket") > 0;
 
   if (agent->parsed()) {
     agent_tls.enabled = agent_tls.enabled || !agent_tls.ca_file.empty() ||

@@ -212,6 +212,9 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
   auto& agent_spool =
       f.Declare("accelmon_agent_spool_reports",
                 "Reports waiting in the agent's spool for acknowledgement.", MetricType::Gauge);
+  auto& push_rejected =
+      f.Declare("accelmon_agent_push_rejected_total",
+                "Allocator statistics pushes the agent refused, by reason.", MetricType::Counter);
 
   std::vector<MetricFamily*> host_memory;
   for (const auto& field : kHostMemory) {
@@ -257,7 +260,9 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
                 "The largest single allocation that could succeed now.", MetricType::Gauge);
   auto& mem_frag =
       f.Declare("accelmon_device_memory_fragmentation_ratio",
-                "1 - largest free block / free memory (0 = unfragmented).", MetricType::Gauge);
+                "1 - largest free block / free memory, counting memory free inside processes' "
+                "allocator caches (0 = unfragmented).",
+                MetricType::Gauge);
   auto& temp = f.Declare("accelmon_device_temperature_celsius", "Device temperature by sensor.",
                          MetricType::Gauge);
   auto& temp_threshold =
@@ -281,6 +286,20 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
       f.Declare("accelmon_device_remapped_rows",
                 "Memory rows remapped, by the kind of error that caused it.", MetricType::Gauge);
   LinkFamilies device_links(f, "device");
+  auto& proc_reserved =
+      f.Declare("accelmon_process_memory_reserved_bytes",
+                "Device memory the process's caching allocator holds (pushed).", MetricType::Gauge);
+  auto& proc_allocated =
+      f.Declare("accelmon_process_memory_allocated_bytes",
+                "Device memory the process's allocator has handed out to tensors (pushed).",
+                MetricType::Gauge);
+  auto& proc_ooms = f.Declare("accelmon_process_allocator_ooms_total",
+                              "Out-of-memory errors the process's allocator raised (pushed).",
+                              MetricType::Counter);
+  auto& proc_retries =
+      f.Declare("accelmon_process_allocator_retries_total",
+                "Allocations that succeeded only after the allocator freed its cache (pushed).",
+                MetricType::Counter);
 
   for (const NodeEntry& entry : nodes) {
     const v1::NodeReport& r = *entry.report;
@@ -303,6 +322,12 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
       }
       if (r.agent().has_spool_reports()) {
         Add(agent_spool, node_labels, static_cast<double>(r.agent().spool_reports()));
+      }
+      // Map iteration order is unspecified; sort for a stable exposition.
+      const std::map<std::string, uint64_t> rejected(r.agent().push_rejected_total().begin(),
+                                                     r.agent().push_rejected_total().end());
+      for (const auto& [reason, count] : rejected) {
+        Add(push_rejected, node_labels, "reason", reason, static_cast<double>(count));
       }
     }
 
@@ -416,6 +441,22 @@ std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock
       }
 
       for (const v1::Link& l : d.links()) device_links.Add(dl, l, /*with_peer=*/true);
+
+      for (const v1::ProcessMemory& pm : d.processes()) {
+        Labels pl = dl;
+        pl.push_back({"pid", std::to_string(pm.pid())});
+        pl.push_back({"job", pm.job()});
+        pl.push_back({"rank", pm.rank()});
+        if (pm.has_reserved_bytes())
+          Add(proc_reserved, pl, static_cast<double>(pm.reserved_bytes()));
+        if (pm.has_allocated_bytes()) {
+          Add(proc_allocated, pl, static_cast<double>(pm.allocated_bytes()));
+        }
+        if (pm.has_ooms_total()) Add(proc_ooms, pl, static_cast<double>(pm.ooms_total()));
+        if (pm.has_alloc_retries_total()) {
+          Add(proc_retries, pl, static_cast<double>(pm.alloc_retries_total()));
+        }
+      }
     }
   }
   return std::move(f).Take();

@@ -97,6 +97,11 @@ void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
   if (d.clocks().has_memory_hz()) c.NonNegative(d.clocks().memory_hz());
 
   for (const v1::Link& l : d.links()) CheckLink(c, l);
+
+  for (const v1::ProcessMemory& pm : d.processes()) {
+    c.Label(pm.job());
+    c.Label(pm.rank());
+  }
 }
 
 void CheckHost(Checker& c, const v1::HostTelemetry& h) {
@@ -247,12 +252,18 @@ std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits&
     links += static_cast<size_t>(d.links_size());
   }
   if (links > limits.max_links) return "too_many_links";
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    if (static_cast<size_t>(d.processes_size()) > limits.max_processes_per_device) {
+      return "too_many_processes";
+    }
+  }
   if (static_cast<size_t>(report.events_size()) > limits.max_events) return "too_many_events";
 
   Checker c(limits);
   c.Label(report.node());
   c.Label(report.agent_instance_id());
   c.Label(report.agent_version());
+  for (const auto& [reason, count] : report.agent().push_rejected_total()) c.Label(reason);
   const auto& ts = report.timestamp();
   if (ts.nanos() < 0 || ts.nanos() > 999'999'999) c.Fail("value_out_of_range");
   if (report.has_interval()) {

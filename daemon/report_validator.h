@@ -19,6 +19,9 @@ struct ValidationLimits {
   // Device links and host links together.
   size_t max_links = 512;
   size_t max_events = 1024;
+  // Pushed allocator statistics per device (the agent keeps at most 256, see
+  // --push.max-processes-per-device).
+  size_t max_processes_per_device = 256;
   // How far a report's timestamp may be ahead of the exporter's clock (node clock skew).
   std::chrono::milliseconds max_future = std::chrono::minutes(5);
 };
@@ -26,8 +29,8 @@ struct ValidationLimits {
 // Why `report`, received at `now`, cannot be applied: a short lower snake case reason (the
 // `reason` label of accelmon_exporter_reports_rejected_total), or empty when it is acceptable.
 // Reasons: missing_node, missing_instance, missing_sequence, missing_timestamp,
-// timestamp_in_future, too_many_devices, too_many_links, too_many_events, label_too_long,
-// invalid_utf8, non_finite_value, value_out_of_range.
+// timestamp_in_future, too_many_devices, too_many_links, too_many_events, too_many_processes,
+// label_too_long, invalid_utf8, non_finite_value, value_out_of_range.
 std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits& limits,
                            Clock::time_point now);
 

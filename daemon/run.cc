@@ -11,6 +11,7 @@
 #include "collectors/sim.h"
 #include "daemon/agent.h"
 #include "daemon/exporter.h"
+#include "daemon/push_service.h"
 #include "daemon/spool.h"
 #include "daemon/web_config.h"
 
@@ -69,7 +70,43 @@ std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
   return options;
 }
 
-collectors::CollectorSet MakeCollectors(const CollectorFlags& f) {
+// The allocator push table and its socket. Built before the collectors, stopped after them.
+struct Push {
+  std::unique_ptr<collectors::PushStore> store;  // null: pushes off
+  std::unique_ptr<PushService> service;
+};
+
+// Serves the push socket. Returns false (exit 2, reason on stderr) when a socket set on the
+// command line cannot be served; the default socket only warns and the agent runs without it.
+bool StartPush(const CollectorFlags& f, Push& push) {
+  if (f.push.socket.empty()) return true;
+  push.store = std::make_unique<collectors::PushStore>(
+      collectors::PushStoreOptions{.max_processes_per_device = f.push.max_processes_per_device,
+                                   .expire_after = *ParseDuration(f.push.expire_after),
+                                   .procfs = f.procfs});
+  push.service = std::make_unique<PushService>(
+      PushServiceOptions{.socket_path = f.push.socket,
+                         .create_directory = f.push.socket == kDefaultPushSocket},
+      *push.store);
+  try {
+    push.service->Start();
+  } catch (const PushServiceError& e) {
+    push.service.reset();
+    push.store.reset();
+    if (f.push.socket_set) {
+      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      return false;
+    }
+    spdlog::warn(
+        "{}; running without allocator pushes (set --push.socket, or \"\" to turn "
+        "them off)",
+        e.what());
+  }
+  return true;
+}
+
+collectors::CollectorSet MakeCollectors(const CollectorFlags& f,
+                                        collectors::PushStore* push = nullptr) {
   collectors::CollectorConfig config{
       .paths = collectors::PathResolver(f.procfs, f.sysfs),
       .sim_devices = f.sim_devices,
@@ -77,7 +114,8 @@ collectors::CollectorSet MakeCollectors(const CollectorFlags& f) {
       .devices = true,
       .nvml_library = f.nvml_library,
       .dcmi_library = f.dcmi_library,
-      .device_timeout = *ParseDuration(f.device_timeout)};
+      .device_timeout = *ParseDuration(f.device_timeout),
+      .push = push};
   return collectors::CollectorSet(collectors::CreateCollectors(config));
 }
 
@@ -121,9 +159,11 @@ int RunAgent(const CollectorFlags& collector_flags, const std::string& exporter_
         spool->acknowledged());
   }
   const sigset_t signals = BlockShutdownSignals();
+  Push push;  // outlives the agent and its collectors
+  if (!StartPush(collector_flags, push)) return 2;
   Uplink uplink(
       UplinkOptions{.exporter_address = exporter_address, .tls = tls, .spool = spool.get()});
-  Agent agent(std::move(agent_options), MakeCollectors(collector_flags), uplink);
+  Agent agent(std::move(agent_options), MakeCollectors(collector_flags, push.store.get()), uplink);
   uplink.Start();
   agent.Start();
   spdlog::info("agent streaming to {}", exporter_address);
@@ -157,6 +197,8 @@ int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& ex
   if (!options) return 2;
   const bool https = options->web_config.tls;
   const sigset_t signals = BlockShutdownSignals();
+  Push push;  // outlives the agent and its collectors
+  if (!StartPush(collector_flags, push)) return 2;
   Exporter exporter(std::move(*options));
   try {
     exporter.Start();
@@ -166,7 +208,8 @@ int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& ex
   }
   Uplink uplink(
       UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
-  Agent agent(ToAgentOptions(collector_flags), MakeCollectors(collector_flags), uplink);
+  Agent agent(ToAgentOptions(collector_flags), MakeCollectors(collector_flags, push.store.get()),
+              uplink);
   uplink.Start();
   agent.Start();
 

@@ -10,6 +10,15 @@
 
 namespace accelmon {
 
+// Allocator statistics pushed by training processes (push_service.h).
+struct PushFlags {
+  std::string socket = "/run/accelmon/agent.sock";  // empty: off
+  // Given on the command line: failing to serve it stops start-up (the default only warns).
+  bool socket_set = false;
+  size_t max_processes_per_device = 64;
+  std::string expire_after = "30s";
+};
+
 struct CollectorFlags {
   std::string node_name;
   std::string interval = "1s";
@@ -20,6 +29,7 @@ struct CollectorFlags {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string dcmi_library = "libdcmi.so";
   std::string device_timeout = "2s";
+  PushFlags push{};
 };
 
 struct ExporterFlags {

@@ -23,6 +23,7 @@ TEST=(
   clang libclang-rt-14-dev   # libFuzzer for the parser fuzz targets
   clang-format
   openssl                    # the CLI: certificates for the TLS tests
+  python3-grpcio python3-protobuf   # the Python push helper (clients/python) and its tests
 )
 
 case "$profile" in

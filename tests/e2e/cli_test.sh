@@ -38,6 +38,11 @@ expect_usage_error "must be from 4KiB to 1GiB" exporter --grpc.max-recv-msg-size
 expect_usage_error "is not a size" exporter --grpc.max-recv-msg-size lots
 expect_usage_error "not in range" exporter --grpc.max-devices-per-node 0
 expect_usage_error "not in range" standalone --grpc.max-reports-per-second 0
+expect_usage_error "not in range" agent --push.max-processes-per-device 0
+expect_usage_error "is not a duration" agent --push.expire-after soon
+# A socket set on the command line that cannot be served stops start-up, naming the path.
+expect_usage_error "on $WORK/missing/agent.sock: directory $WORK/missing does not exist" \
+  agent --push.socket "$WORK/missing/agent.sock"
 expect_usage_error "is not a duration" exporter --grpc.max-clock-skew soon
 
 # A port already taken is a runtime failure (exit 1) with a reason, not a hang.

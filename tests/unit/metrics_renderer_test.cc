@@ -39,6 +39,8 @@ v1::NodeReport FullNode() {
   failed->set_error("dlopen libnvidia-ml.so.1: not found");
   r.mutable_agent()->set_dropped_reports_total(3);
   r.mutable_agent()->set_spool_reports(1);
+  (*r.mutable_agent()->mutable_push_rejected_total())["unknown_device"] = 2;
+  (*r.mutable_agent()->mutable_push_rejected_total())["allocated_exceeds_reserved"] = 0;
   r.mutable_host()->mutable_memory()->set_total_bytes(540'000'000'000);
   r.mutable_host()->mutable_memory()->set_available_bytes(400'000'000'000);
 
@@ -89,6 +91,19 @@ v1::NodeReport FullNode() {
   pcie->set_name("pcie");
   pcie->set_peer("host");
   pcie->set_up(false);
+  // A training process that pushed its allocator statistics (one with only some of them).
+  auto* proc = d->add_processes();
+  proc->set_pid(4242);
+  proc->set_job("slurm-1234");
+  proc->set_rank("0");
+  proc->set_reserved_bytes(60'000'000'000);
+  proc->set_allocated_bytes(50'000'000'000);
+  proc->set_largest_free_block_bytes(2'000'000'000);
+  proc->set_alloc_retries_total(12);
+  proc->set_ooms_total(0);
+  auto* partial = d->add_processes();
+  partial->set_pid(4243);
+  partial->set_reserved_bytes(1'000'000'000);
 
   auto* sparse = r.add_devices();
   sparse->mutable_identity()->set_vendor("huawei");

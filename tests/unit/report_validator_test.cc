@@ -28,6 +28,7 @@ v1::NodeReport FullReport() {
   r.set_agent_version("0.1.0");
   r.mutable_agent()->set_dropped_reports_total(1);
   r.mutable_agent()->set_spool_reports(2);
+  (*r.mutable_agent()->mutable_push_rejected_total())["unknown_device"] = 3;
 
   auto* c = r.add_collectors();
   c->set_name("nvml");
@@ -93,6 +94,18 @@ v1::NodeReport FullReport() {
   e->set_remapped_rows_pending(true);
   e->set_remapped_rows_failure(false);
   link(d->add_links(), "nvlink3");
+  auto* pm = d->add_processes();
+  pm->set_pid(4242);
+  pm->set_job("slurm-1234 ジョブ");
+  pm->set_rank("7");
+  pm->set_reserved_bytes(8);
+  pm->set_allocated_bytes(5);
+  pm->set_active_bytes(6);
+  pm->set_inactive_split_bytes(1);
+  pm->set_largest_free_block_bytes(2);
+  pm->set_segments(3);
+  pm->set_alloc_retries_total(1);
+  pm->set_ooms_total(1);
 
   auto* h = r.mutable_host();
   auto* hm = h->mutable_memory();
@@ -238,6 +251,10 @@ TEST(ReportValidator, LabelTooLong) {
       {"zone", [&](auto& r) { r.mutable_host()->mutable_buddyinfo(0)->set_zone(too_long); }},
       {"sensor", [&](auto& r) { r.mutable_host()->mutable_temperatures(0)->set_sensor(too_long); }},
       {"chip", [&](auto& r) { r.mutable_host()->mutable_power_sensors(0)->set_chip(too_long); }},
+      {"job", [&](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_job(too_long); }},
+      {"rank", [&](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_rank(too_long); }},
+      {"push rejection reason",
+       [&](auto& r) { (*r.mutable_agent()->mutable_push_rejected_total())[too_long] = 1; }},
   };
   for (const auto& [what, change] : labels) EXPECT_EQ(With(change), "label_too_long") << what;
   // Free text is not a label.
@@ -252,6 +269,10 @@ TEST(ReportValidator, InvalidUtf8) {
   EXPECT_EQ(With([](auto& r) { r.mutable_collectors(0)->set_error("half \xe2\x82"); }),
             "invalid_utf8");
   EXPECT_EQ(With([](auto& r) { r.set_node("gpu-ノード-01"); }), "");
+  EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_job("j\xff"); }),
+            "invalid_utf8");
+  EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_rank("\xc3"); }),
+            "invalid_utf8");
 }
 
 TEST(ReportValidator, Utf8Decoder) {
@@ -313,6 +334,14 @@ TEST(ReportValidator, TooManyDevicesLinksEvents) {
   *r.mutable_devices(0)->add_links() = r.devices(0).links(0);
   EXPECT_EQ(Validate(r), "too_many_links") << "device and host links count together";
   EXPECT_EQ(Validate(r, {.max_links = 513}), "");
+
+  r = FullReport();
+  auto* d = r.mutable_devices(0);
+  while (d->processes_size() < 256) *d->add_processes() = d->processes(0);
+  EXPECT_EQ(Validate(r), "");
+  *d->add_processes() = d->processes(0);
+  EXPECT_EQ(Validate(r), "too_many_processes") << "at most 256 processes per device";
+  EXPECT_EQ(Validate(r, {.max_processes_per_device = 257}), "");
 
   r = FullReport();
   while (r.events_size() < 1024) *r.add_events() = r.events(0);

@@ -101,7 +101,14 @@ TEST(Sim, CountersOnlyIncreaseAndValuesStayPlausible) {
       }
       const auto& m = cur.memory();
       ASSERT_EQ(m.used_bytes() + m.free_bytes() + m.reserved_bytes(), m.total_bytes());
-      ASSERT_LE(m.largest_free_block_bytes(), m.free_bytes());
+      // The largest free block is the device's free memory or a block the job's allocator
+      // cached, whichever is larger; never more than all of that free memory together.
+      ASSERT_EQ(cur.processes_size(), 1);
+      const auto& p = cur.processes(0);
+      ASSERT_LE(p.allocated_bytes(), p.reserved_bytes());
+      ASSERT_GE(m.largest_free_block_bytes(), m.free_bytes());
+      ASSERT_LE(m.largest_free_block_bytes(),
+                m.free_bytes() + p.reserved_bytes() - p.allocated_bytes());
       ASSERT_GE(m.fragmentation_ratio(), 0.0);
       ASSERT_LE(m.fragmentation_ratio(), 1.0);
       ASSERT_GE(cur.utilization().compute_ratio(), 0.0);
@@ -122,7 +129,62 @@ TEST(Sim, MemoryLoadsThenFragmentationCreepsUp) {
   EXPECT_GT(loaded.used_bytes(), 60ULL << 30);
   EXPECT_LT(reports[10].devices(0).memory().fragmentation_ratio(), 0.05);
   EXPECT_GT(late.fragmentation_ratio(), 0.2) << "fragmentation builds over hours";
-  EXPECT_LT(late.largest_free_block_bytes(), late.free_bytes());
+  // Fragmented: the largest block is well below what is free on the device and in the cache.
+  const auto& process = reports.back().devices(0).processes(0);
+  EXPECT_LT(late.largest_free_block_bytes(),
+            0.8 * static_cast<double>(late.free_bytes() + process.reserved_bytes() -
+                                      process.allocated_bytes()));
+}
+
+TEST(Sim, EachDeviceRunsAJobWhoseProcessPushes) {
+  const auto r = Simulate({.devices = 3, .seed = 4}, 2).back();
+  std::set<uint32_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(r.devices(i).processes_size(), 1);
+    const auto& p = r.devices(i).processes(0);
+    EXPECT_EQ(p.job(), "sim-job");
+    EXPECT_EQ(p.rank(), std::to_string(i));
+    EXPECT_GT(p.pid(), 0u);
+    pids.insert(p.pid());
+    EXPECT_TRUE(p.has_reserved_bytes() && p.has_allocated_bytes() &&
+                p.has_largest_free_block_bytes() && p.has_alloc_retries_total() &&
+                p.has_ooms_total());
+    // The device's memory holds the process's reservation.
+    EXPECT_GE(r.devices(i).memory().used_bytes(), p.reserved_bytes());
+  }
+  EXPECT_EQ(pids.size(), 3u);
+}
+
+// Fragmentation builds while a job runs and starts over when the job restarts (a new process);
+// its memory loads again. The restarts come from the seed, every few hours.
+TEST(Sim, FragmentationResetsWhenTheJobRestarts) {
+  const auto reports = Simulate({.devices = 1, .seed = 5}, 30 * 360 + 1, 10);  // 30 hours
+  std::vector<size_t> restarts;
+  for (size_t t = 1; t < reports.size(); ++t) {
+    if (reports[t].devices(0).processes(0).pid() != reports[t - 1].devices(0).processes(0).pid()) {
+      restarts.push_back(t);
+    }
+  }
+  ASSERT_GE(restarts.size(), 2u) << "a job runs 6 to 10 hours";
+  ASSERT_LE(restarts.size(), 5u);
+  for (const size_t t : restarts) {
+    SCOPED_TRACE(t);
+    ASSERT_GE(t, 6 * 360u) << "not before 6 hours";
+    ASSERT_LT(t + 30, reports.size());
+    const auto& before = reports[t - 1].devices(0);
+    const auto& after = reports[t].devices(0);
+    EXPECT_GT(before.memory().fragmentation_ratio(), 0.2);
+    EXPECT_LT(after.memory().fragmentation_ratio(), 0.05) << "a new process, a clean cache";
+    EXPECT_LT(after.memory().used_bytes(), 16ULL << 30) << "the new job loads its weights again";
+    EXPECT_GT(reports[t + 30].devices(0).memory().used_bytes(), 60ULL << 30);
+    EXPECT_EQ(after.processes(0).alloc_retries_total(), 0u) << "a new process counts anew";
+  }
+  // Deterministic from the seed.
+  const auto again = Simulate({.devices = 1, .seed = 5}, 30 * 360 + 1, 10);
+  EXPECT_EQ(again[restarts[0]].devices(0).processes(0).pid(),
+            reports[restarts[0]].devices(0).processes(0).pid());
+  EXPECT_NE(again[restarts[0] - 1].devices(0).processes(0).pid(),
+            again[restarts[0]].devices(0).processes(0).pid());
 }
 
 TEST(Sim, ClockSteppingBackDoesNotRewindCounters) {
