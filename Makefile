@@ -46,10 +46,11 @@ test: check asan fuzz
 check: test-deps build
 	$(CTEST) --test-dir $(BUILD_DIR) -L 'unit|integration|e2e'
 
+# The Python client and the promtool lint have no C++ to sanitise: they run in `check` only.
 asan: test-deps $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) --target unit_tests integration_tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  $(CTEST) --test-dir $(ASAN_DIR) -L 'unit|integration' -E golden_passes_promtool
+	  $(CTEST) --test-dir $(ASAN_DIR) -L 'unit|integration' -E 'golden_passes_promtool|python_push_test'
 
 # libFuzzer over every parser, $(FUZZ_SECONDS) s each (longer: make fuzz FUZZ_SECONDS=600).
 fuzz: test-deps $(FUZZ_DIR)/build.ninja
