@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,52 +14,44 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "accelmon/v1/recording.pb.h"
+#include "recording/file_io.h"
+#include "recording/log_format.h"
+#include "recording/log_reader.h"
+#include "recording/record_codec.h"
+
 namespace accelmon {
 namespace {
 
+using recording::SyncDirectory;
+using recording::WriteAll;
+
 namespace fs = std::filesystem;
 
-constexpr size_t kHeaderBytes = 8;
-// Far above any real report; a larger length is damage, not a record.
-constexpr uint32_t kMaxRecordBytes = 64u << 20;
 constexpr auto kSyncEvery = std::chrono::seconds(1);
 
-void PutLe32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint32_t GetLe32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-uint32_t Crc32(std::string_view data) {
-  return static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0),
-                                     reinterpret_cast<const Bytef*>(data.data()),
-                                     static_cast<uInt>(data.size())));
-}
-
-std::string ErrnoText() { return std::strerror(errno); }
-
-bool WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
+// The reports of a ReportBatch body, as the wire bytes of each: field 1 (tag 0x0a), a varint
+// length, the bytes. False on anything else.
+bool SplitReportBatch(std::string_view body, const std::function<void(std::string_view)>& each) {
+  while (!body.empty()) {
+    if (body[0] != '\x0a') return false;
+    body.remove_prefix(1);
+    uint64_t length = 0;
+    for (int shift = 0;; shift += 7) {
+      if (body.empty() || shift > 63) return false;
+      const auto byte = static_cast<uint8_t>(body[0]);
+      body.remove_prefix(1);
+      length |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) break;
     }
-    data.remove_prefix(static_cast<size_t>(n));
+    if (length > body.size()) return false;
+    each(body.substr(0, length));
+    body.remove_prefix(length);
   }
   return true;
 }
 
-void SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
+std::string ErrnoText() { return std::strerror(errno); }
 
 // "00000000000000000042.seg" -> 42.
 std::optional<uint64_t> SegmentIndex(const std::string& name) {
@@ -79,13 +70,28 @@ std::string SegmentPath(const std::string& dir, uint64_t index) {
 
 }  // namespace
 
-std::string EncodeSpoolRecord(std::string_view payload) {
-  std::string out;
-  out.reserve(kHeaderBytes + payload.size());
-  PutLe32(out, static_cast<uint32_t>(payload.size()));
-  PutLe32(out, Crc32(payload));
-  out.append(payload);
-  return out;
+void AppendSpoolSegmentHeader(recording::LogWriter* writer, std::string* out) {
+  v1::SegmentHeader header;
+  header.set_format_version(recording::kFormatVersion);
+  header.set_writer("agent-spool");
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
+  header.mutable_created()->set_seconds(seconds.count());
+  header.mutable_created()->set_nanos(static_cast<int32_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()));
+  writer->AddRecord(
+      recording::EncodeRecord(recording::RecordKind::kSegmentHeader, header.SerializeAsString(),
+                              recording::Compression::kNone),
+      out);
+}
+
+void AppendSpoolReport(std::string_view serialized_report, recording::LogWriter* writer,
+                       std::string* out) {
+  std::string body;
+  recording::AppendReportToBatch(serialized_report, &body);
+  writer->AddRecord(recording::EncodeRecord(recording::RecordKind::kReportBatch, body,
+                                            recording::Compression::kNone),
+                    out);
 }
 
 SegmentScan ScanSegment(const std::string& path,
@@ -101,28 +107,36 @@ SegmentScan ScanSegment(const std::string& path,
   buf << in.rdbuf();
   const std::string data = std::move(buf).str();
 
-  size_t offset = 0;
-  while (offset < data.size()) {
-    const size_t left = data.size() - offset;
-    if (left < kHeaderBytes) break;  // torn header: an interrupted write
-    const uint32_t length = GetLe32(data.data() + offset);
-    const uint32_t crc = GetLe32(data.data() + offset + 4);
-    if (length > kMaxRecordBytes) {
-      scan.damage = fmt::format("implausible record length {} at offset {}", length, offset);
+  recording::LogReader reader(data, recording::ReadMode::kPointInTime);
+  std::string_view record;
+  std::string scratch;
+  std::string storage;
+  uint64_t valid_end = 0;
+  while (reader.ReadRecord(&record, &scratch)) {
+    recording::DecodedRecord decoded;
+    std::string why;
+    if (!recording::DecodeRecord(record, &storage, &decoded, &why)) {
+      scan.damage = fmt::format("{} in the record at offset {}", why, reader.record_offset());
       break;
     }
-    if (left - kHeaderBytes < length) break;  // torn payload: an interrupted write
-    const std::string_view payload(data.data() + offset + kHeaderBytes, length);
-    if (Crc32(payload) != crc) {
-      scan.damage = fmt::format("checksum mismatch in the record at offset {}", offset);
-      break;
+    if (decoded.kind == recording::RecordKind::kReportBatch) {
+      uint64_t reports = 0;
+      if (!SplitReportBatch(decoded.body, [&](std::string_view) { ++reports; })) {
+        scan.damage = fmt::format("malformed report batch in the record at offset {}",
+                                  reader.record_offset());
+        break;
+      }
+      SplitReportBatch(decoded.body, on_record);
+      scan.records += reports;
     }
-    on_record(payload);
-    ++scan.records;
-    offset += kHeaderBytes + length;
+    valid_end = reader.valid_end();
   }
-  scan.valid_bytes = offset;
-  scan.skipped_bytes = data.size() - offset;
+  if (scan.damage.empty() && !reader.damage().empty()) {
+    const recording::Damage& damage = reader.damage().front();
+    scan.damage = fmt::format("{} at offset {}", damage.reason, damage.offset);
+  }
+  scan.valid_bytes = valid_end;
+  scan.skipped_bytes = data.size() - valid_end;
   return scan;
 }
 
@@ -295,6 +309,8 @@ void Spool::OpenNewSegmentLocked() {
   fd_ = ::open(seg.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) return;
   segments_.push_back(std::move(seg));
+  writer_ = recording::LogWriter();
+  header_pending_ = true;
 }
 
 void Spool::SyncLocked() {
@@ -304,10 +320,14 @@ void Spool::SyncLocked() {
 }
 
 bool Spool::Append(const v1::NodeReport& report) {
-  const std::string record = EncodeSpoolRecord(report.SerializeAsString());
+  const std::string serialized = report.SerializeAsString();
+  // The framed size is at most the record plus a header per block touched and a block's padding.
+  const uint64_t framed_bound =
+      serialized.size() + 16 +
+      recording::kHeaderSize * (serialized.size() / recording::kBlockSize + 3);
   std::lock_guard lock(mu_);
   if (fd_ >= 0 && segments_.back().records > 0 &&
-      segments_.back().bytes + record.size() > segment_bytes_) {
+      segments_.back().bytes + framed_bound > segment_bytes_) {
     SyncLocked();
     ::close(fd_);
     fd_ = -1;
@@ -316,10 +336,15 @@ bool Spool::Append(const v1::NodeReport& report) {
   bool ok = fd_ >= 0;
   if (ok) {
     Segment& seg = segments_.back();
-    ok = WriteAll(fd_, record);
+    // The segment's header and the report in one write(2).
+    std::string bytes;
+    if (header_pending_) AppendSpoolSegmentHeader(&writer_, &bytes);
+    AppendSpoolReport(serialized, &writer_, &bytes);
+    ok = WriteAll(fd_, bytes);
     if (!ok) {
       // Cut a partial record off so that later appends stay readable.
       const std::string reason = ErrnoText();
+      writer_ = recording::LogWriter(seg.bytes);
       if (::ftruncate(fd_, static_cast<off_t>(seg.bytes)) != 0) {
         // Unknown tail: start a fresh segment for the next report.
         ::close(fd_);
@@ -331,11 +356,12 @@ bool Spool::Append(const v1::NodeReport& report) {
                       reason);
       }
     } else {
+      header_pending_ = false;
       if (seg.first_sequence == 0) seg.first_sequence = report.sequence();
       seg.last_sequence = report.sequence();
       ++seg.records;
-      seg.bytes += record.size();
-      total_bytes_ += record.size();
+      seg.bytes += bytes.size();
+      total_bytes_ += bytes.size();
       last_sequence_ = std::max(last_sequence_.load(), report.sequence());
       dirty_ = true;
     }

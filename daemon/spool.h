@@ -1,16 +1,17 @@
 // The agent's disk spool: every report is appended to a segment file before it is sent, so that
 // neither an exporter restart nor an agent crash loses it.
 //
-// Layout of the directory:
-//   NNNNNNNNNNNNNNNNNNNN.seg  segments, oldest first, rotated at about 4 MiB; each a run of records
-//                             [u32 LE payload length][u32 LE CRC-32 of payload][payload], the
-//                             payload a serialized NodeReport, sequences increasing
+// Layout of the directory (docs/recording-format.md):
+//   NNNNNNNNNNNNNNNNNNNN.seg  segments in the recording format, oldest first, rotated at about
+//                             4 MiB: a SegmentHeader record (writer "agent-spool"), then one
+//                             ReportBatch record per report holding just that report,
+//                             uncompressed, sequences increasing
 //   state                     agent instance id and acknowledged watermark (temp file + rename)
 //   lock                      flock()ed while an agent uses the directory
 //
 // Appends are one write(2) per report, so a killed agent loses nothing the kernel has; fdatasync
-// runs at most once a second, so a power loss can cost the last second. A torn or damaged record
-// ends its segment (later segments are still read).
+// runs at most once a second, so a power loss can cost the last second. Segments are read point
+// in time: a torn or damaged record ends its segment (later segments are still read).
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "accelmon/v1/telemetry.pb.h"
+#include "recording/log_writer.h"
 
 namespace accelmon {
 
@@ -35,18 +37,23 @@ struct SpoolOptions {
   uint64_t segment_bytes = uint64_t{4} << 20;
 };
 
-// One record as stored: header and payload.
-std::string EncodeSpoolRecord(std::string_view payload);
+// The first record of every spool segment, a SegmentHeader from writer "agent-spool", framed by
+// `writer` and appended to `out`.
+void AppendSpoolSegmentHeader(recording::LogWriter* writer, std::string* out);
+// One report (its wire bytes) as the spool stores it, framed by `writer` and appended to `out`.
+void AppendSpoolReport(std::string_view serialized_report, recording::LogWriter* writer,
+                       std::string* out);
 
 struct SegmentScan {
   uint64_t records = 0;
   uint64_t valid_bytes = 0;    // up to the end of the last good record
   uint64_t skipped_bytes = 0;  // from the first damaged or torn record to the end of the file
-  std::string damage;          // why reading stopped early; empty when the file ended cleanly
+  std::string damage;  // why and where reading stopped early; empty when the file ended cleanly
 };
 
-// Reads one segment file as it is now, calling `on_record` with each intact payload in order.
-// Stops at the first torn or damaged record. `error` is set when the file cannot be read at all.
+// Reads one segment file as it is now, calling `on_record` with the wire bytes of each intact
+// report in order. Stops at the first torn or damaged record (point in time). `error` is set when
+// the file cannot be read at all.
 SegmentScan ScanSegment(const std::string& path,
                         const std::function<void(std::string_view payload)>& on_record,
                         std::string* error);
@@ -125,6 +132,8 @@ class Spool {
   mutable std::mutex mu_;
   std::vector<Segment> segments_;  // oldest first; back() is written to
   int fd_ = -1;
+  recording::LogWriter writer_;  // frames the records of segments_.back()
+  bool header_pending_ = false;  // its SegmentHeader goes out with the first report
   std::atomic<uint64_t> last_sequence_{0};
   uint64_t acknowledged_ = 0;
   uint64_t persisted_acknowledged_ = 0;

@@ -16,6 +16,7 @@ declare -A seeds=(
   [netdev]="host/proc/net/dev"
   [sysfs_values]="host/sys/class/net/ens1f0/speed host/sys/class/infiniband/mlx5_0/ports/1/rate host/sys/class/infiniband/mlx5_0/ports/1/state host/sys/class/thermal/thermal_zone0/temp"
   [sysfs_devices]=""
+  [recording_reader]=""
 )
 for target in "${!seeds[@]}"; do
   corpus="$work/$target"
@@ -27,6 +28,12 @@ for target in "${!seeds[@]}"; do
       (cd "$root/$d" && find . -type f | sed 's|^\./||' | while read -r f; do
         printf '%s=%s\n' "$f" "$(head -c 200 "$f" | tr -d '\n')"; done) >"$corpus/$(echo "$d" | tr / _)"
     done
+  fi
+  # recording_reader: a small raw segment (first byte even) and a recipe that writes records across
+  # blocks, some zstd-compressed, then flips a byte (first byte odd); see recording_reader_fuzz.cc.
+  if [ "$target" = recording_reader ]; then
+    printf '\x00\x73\xea\x34\xae\x07\x00\x01\x01\x00\x68\x65\x6c\x6c\x6f\xe3\x34\xba\x60\x00\x00\x01\x43\x84\xd2\x45\x02\x00\x01\x02\x00' >"$corpus/raw"
+    printf '\x01\x04\x10\x00\x61\x01\x00\x90\x62\x05\x00\x90\x63\x00\x00\x00\x00\x00\x00\x40\x00\x55' >"$corpus/recipe"
   fi
   echo "fuzz: $target for ${seconds}s"
   "$build/tests/fuzz/${target}_fuzz" -artifact_prefix="$work/" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 \

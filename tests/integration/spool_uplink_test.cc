@@ -10,6 +10,7 @@
 #include "daemon/agent.h"
 #include "daemon/exporter.h"
 #include "daemon/spool.h"
+#include "support/temp_dir.h"
 #include "support/wait.h"
 
 namespace accelmon {
@@ -29,9 +30,7 @@ using testing::WaitFor;
 class SpoolUplinkTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/accelmon-spool-it.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    dir_ = ::accelmon::testing::MakeTempDir("accelmon-spool-it");
     // A free port, left unbound while the agent runs without its exporter.
     ExporterOptions probe_options;
     probe_options.web_listen_address = "127.0.0.1:0";

@@ -7,8 +7,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <thread>
+#include <utility>
+
+#include "accelmon/v1/recording.pb.h"
+#include "recording/log_format.h"
+#include "recording/log_reader.h"
+#include "recording/record_codec.h"
+#include "support/temp_dir.h"
 
 namespace accelmon {
 namespace {
@@ -17,11 +25,7 @@ namespace fs = std::filesystem;
 
 class SpoolTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/accelmon-spool-test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
+  void SetUp() override { dir_ = ::accelmon::testing::MakeTempDir("accelmon-spool-test"); }
   void TearDown() override { fs::remove_all(dir_); }
 
   SpoolOptions Options(uint64_t max_bytes = uint64_t{256} << 20,
@@ -118,10 +122,70 @@ TEST_F(SpoolTest, EverythingAcknowledgedStillContinuesTheSequence) {
   EXPECT_EQ(spool.unacknowledged(), 0u);
 }
 
-TEST_F(SpoolTest, TornTailAtEveryOffsetOfTheLastRecordIsACleanEnd) {
+// A segment as the spool writes it: the header, then one record per report. `starts` gets the
+// offset of each report's record.
+std::string SpoolSegment(uint64_t first, uint64_t last, recording::LogWriter* writer,
+                         std::vector<uint64_t>* starts = nullptr) {
   std::string data;
-  for (uint64_t s = 1; s <= 3; ++s) data += EncodeSpoolRecord(Report(s).SerializeAsString());
-  const std::string last = EncodeSpoolRecord(Report(4).SerializeAsString());
+  AppendSpoolSegmentHeader(writer, &data);
+  for (uint64_t s = first; s <= last; ++s) {
+    if (starts) starts->push_back(data.size());
+    AppendSpoolReport(Report(s).SerializeAsString(), writer, &data);
+  }
+  return data;
+}
+
+std::string SpoolSegment(uint64_t first, uint64_t last, std::vector<uint64_t>* starts = nullptr) {
+  recording::LogWriter writer;
+  return SpoolSegment(first, last, &writer, starts);
+}
+
+TEST_F(SpoolTest, SegmentsAreInTheRecordingFormat) {
+  {
+    Spool spool(Options(), "fresh-id");
+    for (uint64_t s = 1; s <= 3; ++s) ASSERT_TRUE(spool.Append(Report(s)));
+  }
+  const std::vector<std::string> files = SegmentFiles();
+  ASSERT_EQ(files.size(), 1u);
+  std::ifstream in(files[0], std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  recording::LogReader reader(data, recording::ReadMode::kSalvage);
+  std::string_view record;
+  std::string scratch, storage, error;
+  std::vector<recording::RecordKind> kinds;
+  std::vector<uint64_t> sequences;
+  while (reader.ReadRecord(&record, &scratch)) {
+    recording::DecodedRecord decoded;
+    ASSERT_TRUE(recording::DecodeRecord(record, &storage, &decoded, &error)) << error;
+    EXPECT_EQ(decoded.compression, recording::Compression::kNone);
+    kinds.push_back(decoded.kind);
+    if (decoded.kind == recording::RecordKind::kSegmentHeader) {
+      v1::SegmentHeader header;
+      ASSERT_TRUE(
+          header.ParseFromArray(decoded.body.data(), static_cast<int>(decoded.body.size())));
+      EXPECT_EQ(header.format_version(), 1u);
+      EXPECT_EQ(header.writer(), "agent-spool");
+      EXPECT_GT(header.created().seconds(), 1'700'000'000);
+    } else {
+      v1::ReportBatch batch;
+      ASSERT_TRUE(batch.ParseFromArray(decoded.body.data(), static_cast<int>(decoded.body.size())));
+      ASSERT_EQ(batch.reports_size(), 1) << "one report per record";
+      sequences.push_back(batch.reports(0).sequence());
+    }
+  }
+  EXPECT_TRUE(reader.damage().empty());
+  EXPECT_EQ(reader.torn_tail_bytes(), 0u);
+  EXPECT_EQ(kinds, (std::vector<recording::RecordKind>{
+                       recording::RecordKind::kSegmentHeader, recording::RecordKind::kReportBatch,
+                       recording::RecordKind::kReportBatch, recording::RecordKind::kReportBatch}));
+  EXPECT_EQ(sequences, Range(1, 3));
+}
+
+TEST_F(SpoolTest, TornTailAtEveryOffsetOfTheLastRecordIsACleanEnd) {
+  recording::LogWriter writer;
+  const std::string data = SpoolSegment(1, 3, &writer);
+  std::string last;
+  AppendSpoolReport(Report(4).SerializeAsString(), &writer, &last);
   const std::string path = dir_ + "/00000000000000000001.seg";
   for (size_t cut = 0; cut <= last.size(); ++cut) {
     WriteFile(path, data + last.substr(0, cut));
@@ -134,6 +198,7 @@ TEST_F(SpoolTest, TornTailAtEveryOffsetOfTheLastRecordIsACleanEnd) {
     EXPECT_TRUE(scan.damage.empty()) << scan.damage;
     const bool whole = cut == last.size();
     EXPECT_EQ(records, whole ? 4 : 3);
+    EXPECT_EQ(scan.records, whole ? 4u : 3u);
     EXPECT_EQ(scan.valid_bytes, data.size() + (whole ? last.size() : 0));
     EXPECT_EQ(scan.skipped_bytes, whole ? 0 : cut);
   }
@@ -149,13 +214,10 @@ TEST_F(SpoolTest, TornTailAtEveryOffsetOfTheLastRecordIsACleanEnd) {
 }
 
 TEST_F(SpoolTest, FlippedByteStopsTheReaderAtThatRecord) {
-  std::vector<std::string> records;
-  for (uint64_t s = 1; s <= 5; ++s)
-    records.push_back(EncodeSpoolRecord(Report(s).SerializeAsString()));
-  std::string data;
-  for (const auto& r : records) data += r;
-  const size_t third = records[0].size() + records[1].size();
-  data[third + 8 + 3] ^= 0x20;  // in the third record's payload
+  std::vector<uint64_t> starts;
+  std::string data = SpoolSegment(1, 5, &starts);
+  const uint64_t third = starts[2];
+  data[third + recording::kHeaderSize + 5] ^= 0x20;  // in the third report's record
   const std::string path = dir_ + "/00000000000000000001.seg";
   WriteFile(path, data);
 
@@ -176,24 +238,38 @@ TEST_F(SpoolTest, FlippedByteStopsTheReaderAtThatRecord) {
   EXPECT_EQ(scan.skipped_bytes, data.size() - third);
 
   // A later segment is still read.
-  WriteFile(dir_ + "/00000000000000000002.seg", EncodeSpoolRecord(Report(6).SerializeAsString()));
+  WriteFile(dir_ + "/00000000000000000002.seg", SpoolSegment(6, 6));
   Spool spool(Options(), "fresh-id");
   EXPECT_EQ(spool.skipped_bytes_at_open(), data.size() - third);
   EXPECT_EQ(Sequences(spool.Read(0, UINT64_MAX, 100, nullptr)), (std::vector<uint64_t>{1, 2, 6}));
   EXPECT_EQ(spool.last_sequence(), 6u);
 }
 
-TEST_F(SpoolTest, ImplausibleLengthIsDamage) {
-  std::string data = EncodeSpoolRecord(Report(1).SerializeAsString());
-  data += std::string("\xff\xff\xff\x7f\0\0\0\0", 8) + "junk";
-  const std::string path = dir_ + "/00000000000000000001.seg";
-  WriteFile(path, data);
-  int records = 0;
-  const SegmentScan scan = ScanSegment(
-      path, [&](std::string_view) { ++records; }, nullptr);
-  EXPECT_EQ(records, 1);
-  EXPECT_NE(scan.damage.find("implausible record length"), std::string::npos);
-  EXPECT_EQ(scan.skipped_bytes, 12u);
+TEST_F(SpoolTest, UnreadableRecordIsDamage) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {std::string("\x07\x00junk", 6), "unknown record kind 7"},
+      {recording::EncodeRecord(recording::RecordKind::kReportBatch, std::string("\x12\x00", 2),
+                               recording::Compression::kNone),
+       "malformed report batch"},
+  };
+  for (const auto& [bad, reason] : cases) {
+    recording::LogWriter writer;
+    std::string data = SpoolSegment(1, 1, &writer);
+    const uint64_t offset = data.size();
+    writer.AddRecord(bad, &data);
+    AppendSpoolReport(Report(2).SerializeAsString(), &writer, &data);
+    const std::string path = dir_ + "/00000000000000000001.seg";
+    WriteFile(path, data);
+    int records = 0;
+    const SegmentScan scan = ScanSegment(
+        path, [&](std::string_view) { ++records; }, nullptr);
+    EXPECT_EQ(records, 1);
+    EXPECT_NE(scan.damage.find(reason), std::string::npos) << scan.damage;
+    EXPECT_NE(scan.damage.find("offset " + std::to_string(offset)), std::string::npos)
+        << scan.damage;
+    EXPECT_EQ(scan.valid_bytes, offset);
+    EXPECT_EQ(scan.skipped_bytes, data.size() - offset);
+  }
 }
 
 TEST_F(SpoolTest, RotatesSegments) {

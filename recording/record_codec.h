@@ -1,0 +1,38 @@
+// The bytes inside one record: [kind][compression][body], the body one of the messages of
+// proto/accelmon/v1/recording.proto, optionally one zstd frame.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "accelmon/v1/recording.pb.h"
+
+namespace accelmon::recording {
+
+enum class RecordKind : uint8_t { kReportBatch = 1, kSegmentHeader = 2 };
+enum class Compression : uint8_t { kNone = 0, kZstd = 1 };
+
+inline constexpr uint32_t kFormatVersion = 1;
+// Far above any real batch; a record that claims to decompress to more is damage.
+inline constexpr uint64_t kMaxRecordBody = uint64_t{256} << 20;
+
+// Appends one serialised NodeReport (its wire bytes) to a ReportBatch body under construction.
+void AppendReportToBatch(std::string_view serialized_report, std::string* batch_body);
+
+// A whole record from a body. zstd `level` only matters for kZstd.
+std::string EncodeRecord(RecordKind kind, std::string_view body, Compression compression,
+                         int level = 3);
+
+struct DecodedRecord {
+  RecordKind kind{};
+  Compression compression{};
+  std::string_view body;  // into the record or into `storage`
+};
+
+// False with `error` set ("unknown record kind 7", "zstd: ...") when the record is not one we
+// can read; the caller treats that as damage of this record only.
+bool DecodeRecord(std::string_view record, std::string* storage, DecodedRecord* out,
+                  std::string* error);
+
+}  // namespace accelmon::recording
