@@ -11,6 +11,30 @@
 #include "daemon/metrics_renderer.h"
 
 namespace accelmon {
+namespace {
+
+// As the flags are written: "64MiB", "10GiB", "1000B".
+std::string FormatBytes(uint64_t bytes) {
+  constexpr std::pair<const char*, int> kUnits[] = {
+      {"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
+  for (const auto& [name, shift] : kUnits) {
+    if (bytes != 0 && bytes % (uint64_t{1} << shift) == 0)
+      return fmt::format("{}{}", bytes >> shift, name);
+  }
+  return fmt::format("{}B", bytes);
+}
+
+// "7d", "100ms", "90s".
+std::string FormatDuration(std::chrono::milliseconds d) {
+  constexpr std::pair<const char*, int64_t> kUnits[] = {
+      {"d", 86'400'000}, {"h", 3'600'000}, {"m", 60'000}, {"s", 1000}};
+  for (const auto& [name, ms] : kUnits) {
+    if (d.count() != 0 && d.count() % ms == 0) return fmt::format("{}{}", d.count() / ms, name);
+  }
+  return fmt::format("{}ms", d.count());
+}
+
+}  // namespace
 
 Exporter::Exporter(ExporterOptions options)
     : options_(std::move(options)), store_(options_.node_expire_after, options_.limits) {}
@@ -20,6 +44,7 @@ Exporter::~Exporter() { Stop(); }
 void Exporter::Start() {
   RouteProtobufLogsToSpdlog();  // a client sending bad UTF-8 must not flood the log
   service_ = std::make_unique<IngestService>(store_, stats_);
+  if (options_.recording) StartRecording();
   service_->set_max_reports_per_second(options_.max_reports_per_second);
   // With mutual TLS, a report's node must be one the client certificate names.
   service_->set_require_node_certificate(options_.grpc_tls.mutual());
@@ -58,12 +83,48 @@ void Exporter::Start() {
                options_.web_config.basic_auth_users.empty() ? "" : " with basic auth");
 }
 
+void Exporter::StartRecording() {
+  const recording::RecorderOptions& o = *options_.recording;
+  // Opens and locks the directory and reads its newest segment: throws, stopping start-up.
+  recorder_ = std::make_unique<recording::Recorder>(o, stats_.recorder);
+  const recording::RecoveredWatermarks& recovered = recorder_->recovered();
+  // Reports recorded before a restart are duplicates when agents send them again.
+  const Clock::time_point now = Clock::now();
+  for (const auto& [node, mark] : recovered.watermarks) {
+    store_.Seed(node, mark.agent_instance_id, mark.sequence, now);
+  }
+  for (const std::string& damage : recovered.damage) {
+    spdlog::warn("recording: {} (skipped while recovering watermarks)", damage);
+  }
+  spdlog::info(
+      "recording to {} (segments of {}, at most {} in all, kept {}, fdatasync at most every {}, "
+      "compression {})",
+      o.recording.dir, FormatBytes(o.recording.segment_bytes),
+      o.recording.max_bytes == 0 ? "no limit" : FormatBytes(o.recording.max_bytes),
+      o.recording.retention.count() == 0 ? "forever" : FormatDuration(o.recording.retention),
+      FormatDuration(o.sync_interval),
+      o.recording.compression == recording::Compression::kZstd
+          ? fmt::format("zstd level {}", o.recording.zstd_level)
+          : std::string("none"));
+  spdlog::info("recording: watermarks of {} node(s) recovered{}", recovered.watermarks.size(),
+               recovered.segment.empty() ? std::string()
+                                         : fmt::format(" from {} and {} report(s) after its header",
+                                                       recovered.segment, recovered.reports));
+  stats_.recording = true;
+  service_->set_recorder(recorder_.get());
+}
+
 void Exporter::Stop() {
   if (server_) {
     // Open agent streams are cancelled after a short grace period.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();
     server_.reset();
+  }
+  // After the streams: what they queued is written, synced and its callbacks run.
+  if (recorder_) {
+    service_->set_recorder(nullptr);
+    recorder_.reset();  // syncs and unlocks the directory
   }
   http_.reset();
 }

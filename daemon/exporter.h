@@ -5,12 +5,14 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "daemon/exporter_stats.h"
 #include "daemon/node_store.h"
 #include "daemon/tls.h"
 #include "daemon/web_config.h"
+#include "recording/recorder.h"
 
 namespace accelmon {
 
@@ -27,6 +29,9 @@ struct ExporterOptions {
   double max_reports_per_second = 50;  // per stream; faster streams are read more slowly
   GrpcServerTls grpc_tls{};            // plain text unless set
   WebConfig web_config{};              // TLS and basic auth for /metrics
+  // The flight recorder (--record.*): every applied report is recorded, and acknowledged only
+  // once written. Off when absent.
+  std::optional<recording::RecorderOptions> recording{};
 };
 
 class Exporter {
@@ -34,9 +39,10 @@ class Exporter {
   explicit Exporter(ExporterOptions options);
   ~Exporter();
 
-  // Binds both ports and starts serving. Throws std::runtime_error with a one-line reason.
+  // Opens the recording (when configured), binds both ports and starts serving. Throws
+  // std::runtime_error with a one-line reason.
   void Start();
-  // Stops accepting, ends open streams, and stops serving HTTP.
+  // Stops accepting, ends open streams, closes the recording, and stops serving HTTP.
   void Stop();
 
   int grpc_port() const { return grpc_port_; }
@@ -45,9 +51,12 @@ class Exporter {
   ExporterStats& stats() { return stats_; }
 
  private:
+  void StartRecording();
+
   ExporterOptions options_;
   NodeStore store_;
   ExporterStats stats_;
+  std::unique_ptr<recording::Recorder> recorder_;  // outlives the streams that append to it
   std::unique_ptr<IngestService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<StateCollectable> collectable_;

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 
+#include "recording/recorder.h"
+
 namespace accelmon {
 
 class ExporterStats {
@@ -17,6 +19,10 @@ class ExporterStats {
   // Reads deferred because a stream sent faster than --grpc.max-reports-per-second.
   std::atomic<uint64_t> reads_throttled{0};
   std::atomic<double> last_scrape_seconds{0};
+  // The flight recorder's (--record.dir), updated by its writer thread; rendered only while
+  // `recording` is set.
+  std::atomic<bool> recording{false};
+  recording::RecorderStats recorder;
 
   // Rejections are rare; a lock keeps the reason map simple.
   void CountRejected(const std::string& reason) {

@@ -15,8 +15,9 @@
 namespace accelmon {
 namespace {
 
-// Above this many unsent acks, stop reading until the agent takes its acks: a client that
-// floods without reading is slowed down instead of growing our memory.
+// Above this many unsent acks (those waiting for the recorder included), stop reading until the
+// agent takes its acks: a client that floods without reading is slowed down instead of growing
+// our memory.
 constexpr size_t kMaxQueuedAcks = 64;
 
 using SteadyClock = std::chrono::steady_clock;
@@ -106,33 +107,39 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     const v1::Ack ack = unparseable.empty() ? service_.Handle(request_, peer_)
                                             : service_.Reject(request_, unparseable, peer_);
     if (node_.empty() && ack.status() != v1::Ack::STATUS_REJECTED) node_ = request_.node();
+    QueuedAck& queued = acks_.emplace_back();
     bool own = false;
-    grpc::SerializationTraits<v1::Ack>::Serialize(ack, &acks_.emplace_back(), &own);
-    if (!writing_) {
-      writing_ = true;
-      StartWrite(&acks_.front());
+    grpc::SerializationTraits<v1::Ack>::Serialize(ack, &queued.buffer, &own);
+    if (ack.status() == v1::Ack::STATUS_APPLIED && service_.recorder() != nullptr) {
+      // Acknowledged once recorded. The callback may run inside Append (a stopped recorder):
+      // the ack is queued first, and the mutex is recursive.
+      queued.ready = false;
+      queued.record_id = ++last_record_id_;
+      ++records_pending_;
+      service_.recorder()->Append(
+          std::move(wire_),
+          recording::ReportKey{request_.node(), request_.agent_instance_id(), request_.sequence()},
+          [this, id = queued.record_id] { OnRecorded(id); });
     }
+    MaybeStartWriteLocked();
     MaybeStartReadLocked();
   }
 
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
     acks_.pop_front();
+    writing_ = false;
     if (!ok) {
-      // The client went away; reads will fail too and end the stream.
+      // The client went away; reads will fail too and end the stream. Reports still being
+      // recorded find their acks gone (OnRecorded).
       acks_.clear();
-      writing_ = false;
       write_failed_ = true;
       MaybeFinishLocked();
       return;
     }
     MaybeStartReadLocked();
-    if (!acks_.empty()) {
-      StartWrite(&acks_.front());
-    } else {
-      writing_ = false;
-      MaybeFinishLocked();
-    }
+    MaybeStartWriteLocked();
+    MaybeFinishLocked();
   }
 
   void OnDone() override {
@@ -141,7 +148,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                  node_.empty() ? "no report" : LogSafe(node_));
     std::unique_lock lock(mu_);
     done_ = true;
-    if (resume_scheduled_) return;  // Resume() deletes us
+    // Resume() or the last OnRecorded() deletes us.
+    if (resume_scheduled_ || records_pending_ > 0) return;
     lock.unlock();
     delete this;
   }
@@ -184,18 +192,19 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     StartRead(&raw_request_);
   }
 
-  // The report just read, parsed into request_; empty, or why it cannot be parsed.
+  // The report just read, into wire_ and parsed into request_; empty, or why it cannot be
+  // parsed.
   std::string ParseRaw() {
     std::vector<grpc::Slice> slices;
-    std::string wire;
+    wire_.clear();
     if (raw_request_.Dump(&slices).ok()) {
       for (const grpc::Slice& s : slices) {
-        wire.append(reinterpret_cast<const char*>(s.begin()), s.size());
+        wire_.append(reinterpret_cast<const char*>(s.begin()), s.size());
       }
     }
     raw_request_.Clear();
     request_.Clear();
-    return ParseReport(wire, &request_);
+    return ParseReport(wire_, &request_);
   }
 
   // On the timer thread, when a throttled stream may read again.
@@ -203,6 +212,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     std::unique_lock lock(mu_);
     resume_scheduled_ = false;
     if (done_) {
+      if (records_pending_ > 0) return;  // the last OnRecorded() deletes us
       lock.unlock();
       delete this;
       return;
@@ -210,9 +220,39 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     MaybeStartReadLocked();
   }
 
+  // On the recorder's thread, once the report of ack `record_id` is recorded (or its write
+  // failed: it is acknowledged all the same, see recording/recorder.h).
+  void OnRecorded(uint64_t record_id) {
+    std::unique_lock lock(mu_);
+    --records_pending_;
+    for (QueuedAck& ack : acks_) {
+      if (ack.record_id == record_id) {
+        ack.ready = true;
+        break;
+      }
+    }
+    if (done_) {
+      if (resume_scheduled_ || records_pending_ > 0) return;
+      lock.unlock();
+      delete this;
+      return;
+    }
+    MaybeStartWriteLocked();
+    MaybeFinishLocked();
+  }
+
+  // Writes the oldest ack once it may be sent: one write at a time, in order.
+  void MaybeStartWriteLocked() {
+    if (writing_ || finished_ || write_failed_ || acks_.empty() || !acks_.front().ready) return;
+    writing_ = true;
+    StartWrite(&acks_.front().buffer);
+  }
+
+  // Ends the stream once the client is done and has every ack (even those still waiting for
+  // the recorder), or at once when it went away.
   void MaybeFinishLocked() {
     if (finished_ || writing_) return;
-    if (reads_done_ || write_failed_) {
+    if (write_failed_ || (reads_done_ && acks_.empty())) {
       finished_ = true;
       Finish(final_status_);
     }
@@ -258,11 +298,21 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::string node_;
   grpc::Status final_status_ = grpc::Status::OK;
 
+  // One ack to send, in the order the reports were read.
+  struct QueuedAck {
+    grpc::ByteBuffer buffer;
+    bool ready = true;       // false while its report is being recorded
+    uint64_t record_id = 0;  // which OnRecorded() readies it; 0: not recorded
+  };
+
   // Recursive: a Start* call may run the next reaction before it returns.
   std::recursive_mutex mu_;
   grpc::ByteBuffer raw_request_;
-  v1::NodeReport request_;             // the last report read, parsed
-  std::deque<grpc::ByteBuffer> acks_;  // front is being written; deque keeps it in place
+  std::string wire_;            // the last report read, as received
+  v1::NodeReport request_;      // the last report read, parsed
+  std::deque<QueuedAck> acks_;  // front is being written; deque keeps it in place
+  uint64_t last_record_id_ = 0;
+  uint64_t records_pending_ = 0;  // OnRecorded() calls still to come; they keep us alive
   bool writing_ = false;
   bool reads_done_ = false;
   bool read_outstanding_ = false;

@@ -7,6 +7,7 @@
 #include "daemon/log_limiter.h"
 #include "daemon/node_store.h"
 #include "daemon/timer_queue.h"
+#include "recording/recorder.h"
 
 namespace accelmon {
 
@@ -28,6 +29,12 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   void set_max_reports_per_second(double rate) { max_reports_per_second_ = rate; }
   double max_reports_per_second() const { return max_reports_per_second_; }
 
+  // With a recorder, every applied report is appended to it (its wire bytes as received) and
+  // acknowledged only once recorded; later acks of the same stream wait behind it. Set before
+  // serving, cleared after the streams ended; it must outlive them.
+  void set_recorder(recording::Recorder* recorder) { recorder_ = recorder; }
+  recording::Recorder* recorder() const { return recorder_; }
+
   // Applies one report and says how (shared by every stream).
   v1::Ack Handle(const v1::NodeReport& report, const std::string& peer);
   // Refuses one report for `reason`: counted, logged (rate-limited) and answered.
@@ -43,6 +50,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   ExporterStats& stats_;
   bool require_node_certificate_ = false;
   double max_reports_per_second_ = 0;
+  recording::Recorder* recorder_ = nullptr;
   LogLimiter log_limiter_;
   TimerQueue timers_;
 };

@@ -9,71 +9,13 @@
 #include <filesystem>
 #include <iostream>
 
+#include "daemon/cli_validators.h"
 #include "daemon/run.h"
 #include "daemon/version.h"
 
 namespace {
 
-using accelmon::ParseByteSize;
-using accelmon::ParseDuration;
-using accelmon::ParseHostPort;
-
-// CLI11 validators that say what is wrong in one line.
-const CLI::Validator kDuration(
-    [](std::string& value) -> std::string {
-      const auto d = ParseDuration(value);
-      if (!d) return "\"" + value + "\" is not a duration (examples: 500ms, 1s, 10m, 1h)";
-      if (d->count() == 0) return "duration must be greater than 0";
-      return {};
-    },
-    "DURATION");
-
-const CLI::Validator kSpoolSize(
-    [](std::string& value) -> std::string {
-      const auto bytes = ParseByteSize(value);
-      if (!bytes) return "\"" + value + "\" is not a size (examples: 64MiB, 1GiB, 1048576)";
-      if (*bytes < (uint64_t{1} << 20)) return "\"" + value + "\": the spool needs at least 1MiB";
-      return {};
-    },
-    "SIZE");
-
-// gRPC takes an int; below a few KiB not even a small node's report fits.
-const CLI::Validator kMessageSize(
-    [](std::string& value) -> std::string {
-      const auto bytes = ParseByteSize(value);
-      if (!bytes) return "\"" + value + "\" is not a size (examples: 1MiB, 4MiB, 1048576)";
-      if (*bytes < 4096 || *bytes > (uint64_t{1} << 30)) {
-        return "\"" + value + "\": must be from 4KiB to 1GiB";
-      }
-      return {};
-    },
-    "SIZE");
-
-const CLI::Validator kHostPort(
-    [](std::string& value) -> std::string {
-      std::string error;
-      return ParseHostPort(value, &error) ? std::string() : error;
-    },
-    "HOST:PORT");
-
-const CLI::Validator kConnectAddress(
-    [](std::string& value) -> std::string {
-      std::string error;
-      auto hp = ParseHostPort(value, &error);
-      if (!hp) return error;
-      if (hp->host.empty()) return "\"" + value + "\": a host is needed to connect to";
-      if (hp->port == 0) return "\"" + value + "\": port 0 cannot be connected to";
-      return {};
-    },
-    "HOST:PORT");
-
-const CLI::Validator kDirectory(
-    [](std::string& value) -> std::string {
-      std::error_code ec;
-      if (!std::filesystem::is_directory(value, ec)) return "\"" + value + "\" is not a directory";
-      return {};
-    },
-    "DIR");
+using namespace accelmon::cli;
 
 std::string HostName() {
   char buf[256] = {};
@@ -163,6 +105,32 @@ void AddExporterFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {
                  "/healthz stays open");
 }
 
+void AddRecordFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {
+  cmd.add_option("--record.dir", f.record_dir,
+                 "Record every applied report into this directory (the flight recorder; "
+                 "default: off); agents are acknowledged once a report is written");
+  cmd.add_option("--record.segment-size", f.record_segment_size,
+                 "Begin a new segment file beyond this size")
+      ->check(kSegmentSize)
+      ->capture_default_str();
+  cmd.add_option("--record.max-size", f.record_max_size,
+                 "Delete the oldest segments beyond this total size (0: no limit)")
+      ->check(kSizeOrZero)
+      ->capture_default_str();
+  cmd.add_option("--record.retention", f.record_retention,
+                 "Delete segments whose newest report is older than this (0: keep forever)")
+      ->check(kDurationOrZero)
+      ->capture_default_str();
+  cmd.add_option("--record.sync-interval", f.record_sync_interval,
+                 "Group commit: fdatasync the recording at most this often (0: after every "
+                 "write); acks wait for it")
+      ->check(kDurationOrZero)
+      ->capture_default_str();
+  cmd.add_option("--record.compression", f.record_compression, "Compression of each record")
+      ->check(CLI::IsMember({"zstd", "none"}))
+      ->capture_default_str();
+}
+
 // Ingest TLS; certificate files are re-read when they change (checked every 10s).
 void AddGrpcServerTlsFlags(CLI::App& cmd, accelmon::GrpcServerTls& f) {
   cmd.add_option("--grpc.tls-cert", f.cert_file,
@@ -232,6 +200,7 @@ int main(int argc, char** argv) {
   CLI::App* exporter =
       app.add_subcommand("exporter", "Receive agents' streams and serve Prometheus /metrics");
   AddExporterFlags(*exporter, exporter_flags);
+  AddRecordFlags(*exporter, exporter_flags);
   AddGrpcServerTlsFlags(*exporter, exporter_flags.grpc_tls);
 
   accelmon::ExporterFlags standalone_exporter_flags;
@@ -241,6 +210,8 @@ int main(int argc, char** argv) {
       "standalone", "Agent and exporter in one process on this host: the first thing to run");
   AddCollectorFlags(*standalone, collector_flags);
   AddExporterFlags(*standalone, standalone_exporter_flags);
+  AddRecordFlags(*standalone, standalone_exporter_flags);
+
 
   try {
     app.parse(argc, argv);

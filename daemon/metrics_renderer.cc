@@ -490,6 +490,26 @@ std::vector<MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t
   Add(f.Declare("accelmon_exporter_scrape_duration_seconds",
                 "Time the previous scrape took to render.", MetricType::Gauge),
       {}, stats.last_scrape_seconds.load());
+  if (stats.recording) {
+    const recording::RecorderStats& r = stats.recorder;
+    Add(f.Declare("accelmon_exporter_recorded_reports_total",
+                  "Reports written to the flight recording (--record.dir).", MetricType::Counter),
+        {}, static_cast<double>(r.reports.load()));
+    Add(f.Declare("accelmon_exporter_recorded_bytes_total",
+                  "Bytes appended to the flight recording's segment files.", MetricType::Counter),
+        {}, static_cast<double>(r.bytes.load()));
+    Add(f.Declare("accelmon_exporter_record_errors_total",
+                  "Failed writes and syncs of the flight recording (its reports are still "
+                  "acknowledged and served).",
+                  MetricType::Counter),
+        {}, static_cast<double>(r.errors.load()));
+    Add(f.Declare("accelmon_exporter_recording_segments",
+                  "Segment files in the recording directory.", MetricType::Gauge),
+        {}, static_cast<double>(r.segments.load()));
+    Add(f.Declare("accelmon_exporter_recording_bytes",
+                  "Bytes of the segment files in the recording directory.", MetricType::Gauge),
+        {}, static_cast<double>(r.segment_bytes.load()));
+  }
   return std::move(f).Take();
 }
 

@@ -1,5 +1,7 @@
 #include "daemon/node_store.h"
 
+#include <algorithm>
+
 namespace accelmon {
 
 NodeStore::NodeStore(std::chrono::milliseconds expire_after, ValidationLimits limits)
@@ -26,6 +28,16 @@ ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock
   return {ApplyOutcome::kApplied, {}};
 }
 
+void NodeStore::Seed(const std::string& node, const std::string& instance, uint64_t sequence,
+                     Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = nodes_.try_emplace(node);
+  if (!inserted) return;  // a node that already reported knows better
+  it->second.instance = instance;
+  it->second.last_sequence = sequence;
+  it->second.entry.received_at = now;
+}
+
 std::vector<NodeEntry> NodeStore::Snapshot(Clock::time_point now) {
   std::vector<NodeEntry> out;
   std::lock_guard lock(mu_);
@@ -35,7 +47,7 @@ std::vector<NodeEntry> NodeStore::Snapshot(Clock::time_point now) {
       it = nodes_.erase(it);
       continue;
     }
-    out.push_back(it->second.entry);
+    if (it->second.entry.report) out.push_back(it->second.entry);
     ++it;
   }
   return out;
@@ -43,7 +55,8 @@ std::vector<NodeEntry> NodeStore::Snapshot(Clock::time_point now) {
 
 size_t NodeStore::size() const {
   std::lock_guard lock(mu_);
-  return nodes_.size();
+  return static_cast<size_t>(std::count_if(nodes_.begin(), nodes_.end(),
+                                           [](const auto& n) { return n.second.entry.report; }));
 }
 
 }  // namespace accelmon

@@ -38,14 +38,21 @@ class NodeStore {
   // sequence) was already applied is a duplicate and changes nothing.
   ApplyResult Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now);
 
+  // Seeds the dedup state of `node` (from a recording, after a restart): a report of `instance`
+  // at or below `sequence` is then a duplicate. A seeded node stays out of Snapshot() until it
+  // reports, and is forgotten like a silent node once `expire_after` has passed since `now`.
+  void Seed(const std::string& node, const std::string& instance, uint64_t sequence,
+            Clock::time_point now);
+
   // Every live node, sorted by name. Drops nodes that expired by `now`.
   std::vector<NodeEntry> Snapshot(Clock::time_point now);
 
+  // Nodes with a report (seeded ones not yet reporting are not counted).
   size_t size() const;
 
  private:
   struct Slot {
-    NodeEntry entry;
+    NodeEntry entry;  // entry.report is null while only seeded
     std::string instance;
     uint64_t last_sequence = 0;
   };

@@ -51,6 +51,42 @@ ExporterOptions ToExporterOptions(const ExporterFlags& f) {
                          .max_reports_per_second = f.max_reports_per_second};
 }
 
+// The --record.* flags (checked by the CLI already; checked again for other callers).
+std::optional<recording::RecorderOptions> ToRecorderOptions(const ExporterFlags& f,
+                                                            std::string* error) {
+  const auto segment_bytes = ParseByteSize(f.record_segment_size);
+  const auto max_bytes = ParseByteSize(f.record_max_size);
+  // "0" (off, or after every write) needs no unit.
+  const auto duration_or_zero = [](const std::string& text) {
+    return text == "0" ? std::optional(std::chrono::milliseconds(0)) : ParseDuration(text);
+  };
+  const auto retention = duration_or_zero(f.record_retention);
+  const auto sync_interval = duration_or_zero(f.record_sync_interval);
+  const auto bad = [&](const char* flag, const std::string& value, const char* what) {
+    *error = fmt::format("{} \"{}\" is not {}", flag, value, what);
+    return std::nullopt;
+  };
+  if (!segment_bytes || *segment_bytes == 0) {
+    return bad("--record.segment-size", f.record_segment_size, "a size");
+  }
+  if (!max_bytes) return bad("--record.max-size", f.record_max_size, "a size");
+  if (!retention) return bad("--record.retention", f.record_retention, "a duration");
+  if (!sync_interval) return bad("--record.sync-interval", f.record_sync_interval, "a duration");
+  if (f.record_compression != "zstd" && f.record_compression != "none") {
+    return bad("--record.compression", f.record_compression, "zstd or none");
+  }
+  recording::RecorderOptions r;
+  r.recording.dir = f.record_dir;
+  r.recording.writer = "exporter";
+  r.recording.segment_bytes = *segment_bytes;
+  r.recording.max_bytes = *max_bytes;
+  r.recording.retention = *retention;
+  r.recording.compression = f.record_compression == "zstd" ? recording::Compression::kZstd
+                                                           : recording::Compression::kNone;
+  r.sync_interval = *sync_interval;
+  return r;
+}
+
 // Settings that name files are checked before anything starts; a bad one is a usage error.
 std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
   ExporterOptions options = ToExporterOptions(f);
@@ -64,6 +100,14 @@ std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
       options.web_config = LoadWebConfig(f.web_config_file);
     } catch (const WebConfigError& e) {
       std::fprintf(stderr, "accelmon: %s\n", e.what());
+      return std::nullopt;
+    }
+  }
+  if (!f.record_dir.empty()) {
+    std::string error;
+    options.recording = ToRecorderOptions(f, &error);
+    if (!options.recording) {
+      std::fprintf(stderr, "accelmon: %s\n", error.c_str());
       return std::nullopt;
     }
   }

@@ -44,6 +44,15 @@ struct ExporterFlags {
   double max_reports_per_second = 50;
   GrpcServerTls grpc_tls{};     // exporter only
   std::string web_config_file;  // exporter-toolkit web config: TLS and basic auth for /metrics
+  // The flight recorder (--record.*); an empty dir turns it off. A bad value exits 2; a directory
+  // that cannot be created, written or locked (another exporter records into it) exits 1, like a
+  // port in use.
+  std::string record_dir;
+  std::string record_segment_size = "64MiB";
+  std::string record_max_size = "10GiB";  // 0: no limit
+  std::string record_retention = "7d";    // 0: forever
+  std::string record_sync_interval = "100ms";
+  std::string record_compression = "zstd";  // or "none"
 };
 
 // The agent's disk spool; an empty dir keeps reports in memory only.

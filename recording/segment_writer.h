@@ -1,0 +1,169 @@
+// Writes a recording directory (docs/recording-format.md): numbered segment files, each a
+// SegmentHeader record followed by ReportBatch records, rotated by size and kept by total size and
+// age. Used by the exporter's flight recorder (recorder.h) and by `accelmon record import`.
+//
+// Not thread-safe: one thread owns a SegmentWriter. The directory is locked (flock on its `lock`
+// file) for as long as the writer lives, so two writers never share a directory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelmon/v1/telemetry.pb.h"
+#include "recording/log_writer.h"
+#include "recording/record_codec.h"
+
+namespace accelmon::recording {
+
+struct RecordingOptions {
+  std::string dir;
+  // The SegmentHeader's `writer`: "exporter", "import".
+  std::string writer = "exporter";
+  // A segment is closed and a new one begun before a batch would take it past this. With
+  // max_bytes set, segments are at most a quarter of it, so that deleting the oldest keeps the
+  // total near max_bytes.
+  uint64_t segment_bytes = uint64_t{64} << 20;
+  // 0: no limit. Beyond it the oldest segments are deleted (never the one being written).
+  uint64_t max_bytes = uint64_t{10} << 30;
+  // 0: forever. A segment whose newest record is older than this is deleted.
+  std::chrono::milliseconds retention = std::chrono::hours(24 * 7);
+  Compression compression = Compression::kZstd;
+  int zstd_level = 3;
+};
+
+// Where one node's reports stand: the agent instance last applied and its highest sequence.
+struct Watermark {
+  std::string agent_instance_id;
+  uint64_t sequence = 0;
+  bool operator==(const Watermark&) const = default;
+};
+// By node name.
+using Watermarks = std::map<std::string, Watermark, std::less<>>;
+
+// What identifies a report for exactly-once delivery.
+struct ReportKey {
+  std::string node;
+  std::string agent_instance_id;
+  uint64_t sequence = 0;
+};
+
+// Moves `watermarks` past one report, as the exporter's dedup does: the same instance keeps its
+// highest sequence, a new instance replaces the old one.
+void AdvanceWatermark(Watermarks& watermarks, const ReportKey& key);
+
+// One ReportBatch record under construction: the reports' wire bytes and their keys, in order.
+struct Batch {
+  std::string body;             // ReportBatch wire encoding (AppendReportToBatch)
+  std::vector<ReportKey> keys;  // one per report
+
+  void Add(std::string_view serialized_report, ReportKey key);
+  void Add(const v1::NodeReport& report);  // serialises it
+  bool empty() const { return keys.empty(); }
+  void Clear();
+};
+
+// What the directory's newest segments say about every node (see RecoverWatermarks).
+struct RecoveredWatermarks {
+  Watermarks watermarks;
+  // The segment whose header the watermarks start from; empty when none was found.
+  std::string segment;
+  // Reports read after that header (in it and in newer headerless segments).
+  uint64_t reports = 0;
+  // Bytes the salvage reader skipped, and why (one line per damage), in the segments read.
+  uint64_t damaged_bytes = 0;
+  std::vector<std::string> damage;
+};
+
+// Reads the newest segment of `dir` in salvage mode: its header's watermarks advanced by every
+// report after it. A newest segment with no readable header (empty, or torn by a crash as it was
+// created) falls back to the one before, whose reports come first. A missing or empty directory
+// recovers nothing. Throws std::runtime_error (path and strerror) when a file cannot be read.
+RecoveredWatermarks RecoverWatermarks(const std::string& dir);
+
+struct SegmentWriterStats {
+  uint64_t segments = 0;         // in the directory now, the one being written included
+  uint64_t bytes = 0;            // of those segments
+  uint64_t records_written = 0;  // ReportBatch records written by this writer
+  uint64_t reports_written = 0;
+  uint64_t bytes_written = 0;     // appended to segment files by this writer, headers included
+  uint64_t segments_deleted = 0;  // by retention
+};
+
+class SegmentWriter {
+ public:
+  // Creates and locks options.dir, applies retention, and begins a new segment (never appending
+  // to an earlier writer's segment, whose tail may be torn). Its header holds `watermarks`, or,
+  // when absent, those recovered from the directory under the lock (see recovered()).
+  // Throws std::runtime_error naming the path and the reason; a directory locked by another
+  // writer says so.
+  explicit SegmentWriter(RecordingOptions options,
+                         std::optional<Watermarks> watermarks = std::nullopt);
+  ~SegmentWriter();  // syncs and closes; the lock goes with it
+  SegmentWriter(const SegmentWriter&) = delete;
+  SegmentWriter& operator=(const SegmentWriter&) = delete;
+
+  // Writes `batch` as one ReportBatch record (compressed as configured) with write(2), after
+  // rotating when it would take the current segment past its size. Advances the watermarks by
+  // its keys once it is written. On failure throws std::runtime_error (path and strerror) and
+  // leaves the directory readable: the partial record is cut off, or the next append begins a
+  // new segment; the caller may simply try again later. An empty batch writes nothing.
+  void AppendBatch(const Batch& batch);
+
+  // fdatasync of the current segment, when anything was written since the last. Throws
+  // std::runtime_error on failure; the next append then begins a new segment, since what the
+  // failed sync covered may or may not be on disk.
+  void Sync();
+
+  // Applies retention now (AppendBatch does at most once a minute, and on rotation).
+  void EnforceRetention();
+
+  // The watermarks after everything appended (the header's, advanced by each batch).
+  const Watermarks& watermarks() const { return watermarks_; }
+  // When constructed without watermarks: what was read from the directory.
+  const RecoveredWatermarks& recovered() const { return recovered_; }
+  const SegmentWriterStats& stats() const { return stats_; }
+  const RecordingOptions& options() const { return options_; }
+  // The segment being written ("" between a failure and the next append).
+  std::string current_segment() const;
+
+ private:
+  struct Segment {
+    uint64_t index = 0;
+    std::string path;
+    uint64_t bytes = 0;
+    std::chrono::system_clock::time_point newest;  // last write (the file's mtime)
+  };
+
+  void ScanDirectory();
+  // Begins segment index `next_index_`, with a header holding the current watermarks.
+  void OpenSegment();
+  void CloseSegment();
+  // Writes `bytes` (whole framed records) at the end of the current segment.
+  void WriteFramed(const std::string& bytes);
+  void DeleteOldest();
+
+  const RecordingOptions options_;
+  const uint64_t segment_limit_;
+  int lock_fd_ = -1;
+  int fd_ = -1;  // the current segment; -1 when none is open
+  LogWriter log_{0};
+  bool dirty_ = false;  // written since the last sync
+  bool current_has_batches_ = false;
+  uint64_t next_index_ = 1;
+  std::vector<Segment> segments_;  // oldest first; the last is current while fd_ >= 0
+  std::chrono::steady_clock::time_point last_retention_check_;
+  Watermarks watermarks_;
+  RecoveredWatermarks recovered_;
+  SegmentWriterStats stats_;
+  std::string framed_;  // scratch
+};
+
+// "NNNNNNNNNNNNNNNNNNNN.seg" of `index` in `dir`.
+std::string SegmentFilePath(const std::string& dir, uint64_t index);
+
+}  // namespace accelmon::recording
