@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "daemon/cli_validators.h"
+#include "daemon/record_commands.h"
 #include "daemon/run.h"
 #include "daemon/version.h"
 
@@ -212,6 +213,8 @@ int main(int argc, char** argv) {
   AddExporterFlags(*standalone, standalone_exporter_flags);
   AddRecordFlags(*standalone, standalone_exporter_flags);
 
+  accelmon::RecordingCommands recording_commands;  // record inspect|verify|export|import, replay
+  accelmon::AddRecordingCommands(app, recording_commands);
 
   try {
     app.parse(argc, argv);
@@ -224,6 +227,8 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%-5l%$ %v");
   spdlog::set_level(spdlog::level::from_str(log_level));
+
+  if (auto rc = accelmon::RunRecordingCommand(recording_commands)) return *rc;
 
   // Only a socket named on the command line is worth stopping for when it cannot be served.
   CLI::App* collecting = agent->parsed() ? agent : standalone;
