@@ -2,6 +2,8 @@
 // thousand idle streams cost no threads.
 #pragma once
 
+#include <memory>
+
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "daemon/exporter_stats.h"
 #include "daemon/log_limiter.h"
@@ -36,7 +38,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   recording::Recorder* recorder() const { return recorder_; }
 
   // Applies one report and says how (shared by every stream).
-  v1::Ack Handle(const v1::NodeReport& report, const std::string& peer);
+  // The store keeps `report` as the node's latest: the caller must not change it afterwards.
+  v1::Ack Handle(std::shared_ptr<const v1::NodeReport> report, const std::string& peer);
   // Refuses one report for `reason`: counted, logged (rate-limited) and answered.
   v1::Ack Reject(const v1::NodeReport& report, const std::string& reason, const std::string& peer);
 
