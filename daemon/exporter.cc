@@ -69,9 +69,11 @@ void Exporter::Start() {
                              " (address in use or not available on this host)");
   }
 
-  collectable_ = std::make_shared<StateCollectable>(store_, stats_);
-  http_ =
-      std::make_unique<HttpServer>(options_.web_listen_address, collectable_, options_.web_config);
+  renderer_ = std::make_unique<StateRenderer>(store_, stats_);
+  http_ = std::make_unique<HttpServer>(
+      options_.web_listen_address,
+      [renderer = renderer_.get()](std::string& out) { renderer->RenderText(out); },
+      options_.web_config);
   spdlog::info("exporter: ingest on {} (port {}), metrics on {} (port {})",
                options_.grpc_listen_address, grpc_port_, options_.web_listen_address,
                http_->port());

@@ -18,7 +18,7 @@ namespace accelmon {
 
 class HttpServer;
 class IngestService;
-class StateCollectable;
+class StateRenderer;
 
 struct ExporterOptions {
   std::string web_listen_address = "0.0.0.0:9477";   // HTTP /metrics, /healthz
@@ -59,7 +59,7 @@ class Exporter {
   std::unique_ptr<recording::Recorder> recorder_;  // outlives the streams that append to it
   std::unique_ptr<IngestService> service_;
   std::unique_ptr<grpc::Server> server_;
-  std::shared_ptr<StateCollectable> collectable_;
+  std::unique_ptr<StateRenderer> renderer_;  // outlives http_, which calls it
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;
 };

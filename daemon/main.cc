@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "daemon/cli_validators.h"
+#include "daemon/loadgen_command.h"
 #include "daemon/record_commands.h"
 #include "daemon/run.h"
 #include "daemon/version.h"
@@ -176,13 +177,18 @@ int main(int argc, char** argv) {
   accelmon::CollectorFlags collector_flags;
   collector_flags.node_name = HostName();
   accelmon::ExporterFlags exporter_flags;
-  std::string exporter_address = "localhost:9478";
+  std::vector<std::string> exporter_addresses{"localhost:9478"};
   accelmon::SpoolFlags spool_flags;
 
   CLI::App* agent =
       app.add_subcommand("agent", "Collect this node's telemetry and stream it to an exporter");
   AddCollectorFlags(*agent, collector_flags);
-  agent->add_option("--exporter.address", exporter_address, "Exporter to stream to")
+  agent
+      ->add_option("--exporter.address", exporter_addresses,
+                   "Exporter to stream to; several (repeated or comma-separated): the one ranked "
+                   "first for this node by rendezvous hashing, failing over down the ranking")
+      ->delimiter(',')
+      ->allow_extra_args(false)
       ->check(kConnectAddress)
       ->capture_default_str();
   agent
@@ -215,6 +221,8 @@ int main(int argc, char** argv) {
 
   accelmon::RecordingCommands recording_commands;  // record inspect|verify|export|import, replay
   accelmon::AddRecordingCommands(app, recording_commands);
+  accelmon::LoadgenCommand loadgen_command;  // simulated agents against an exporter
+  accelmon::AddLoadgenCommand(app, loadgen_command);
 
   try {
     app.parse(argc, argv);
@@ -229,6 +237,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   if (auto rc = accelmon::RunRecordingCommand(recording_commands)) return *rc;
+  if (auto rc = accelmon::RunLoadgenCommand(loadgen_command)) return *rc;
 
   // Only a socket named on the command line is worth stopping for when it cannot be served.
   CLI::App* collecting = agent->parsed() ? agent : standalone;
@@ -237,7 +246,7 @@ int main(int argc, char** argv) {
   if (agent->parsed()) {
     agent_tls.enabled = agent_tls.enabled || !agent_tls.ca_file.empty() ||
                         !agent_tls.cert_file.empty() || !agent_tls.server_name.empty();
-    return accelmon::RunAgent(collector_flags, exporter_address, agent_tls, spool_flags);
+    return accelmon::RunAgent(collector_flags, exporter_addresses, agent_tls, spool_flags);
   }
   if (exporter->parsed()) return accelmon::RunExporter(exporter_flags);
   return accelmon::RunStandalone(collector_flags, standalone_exporter_flags);

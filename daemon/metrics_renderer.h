@@ -1,33 +1,43 @@
-// Renders the exporter's state as Prometheus metric families: the contract with dashboards and
-// alerts (names in docs/architecture.md's metric table). Values a report lacks are not rendered.
+// Renders the exporter's state: the contract with dashboards and alerts (names in
+// docs/architecture.md's metric table), written once against MetricSink. Values a report lacks
+// are not rendered. /metrics writes the text format (TextExpositionSink); RenderNodes() gives
+// prometheus-cpp MetricFamily objects for the OpenMetrics writer and tests.
 #pragma once
 
-#include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "daemon/exporter_stats.h"
+#include "daemon/metric_sink.h"
 #include "daemon/node_store.h"
 
 namespace accelmon {
 
 // Node and device series for `nodes`, as seen at `now` (for accelmon_node_up).
-std::vector<prometheus::MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes,
-                                                  Clock::time_point now);
+void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, MetricSink& sink);
 
 // The exporter's own series (accelmon_exporter_*, accelmon_build_info).
+void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& sink);
+
+// The same series as prometheus-cpp metric families (empty families left out).
+std::vector<prometheus::MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes,
+                                                  Clock::time_point now);
 std::vector<prometheus::MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t nodes);
 
-// What prometheus-cpp's Exposer calls on every scrape.
-class StateCollectable final : public prometheus::Collectable {
+// What /metrics serves: a snapshot of the store (its lock is not held while rendering, so a
+// scrape never blocks ingest) and the exporter's own series, in the text format.
+class StateRenderer {
  public:
-  StateCollectable(NodeStore& store, ExporterStats& stats,
-                   std::function<Clock::time_point()> clock = Clock::now)
+  StateRenderer(NodeStore& store, ExporterStats& stats,
+                std::function<Clock::time_point()> clock = Clock::now)
       : store_(store), stats_(stats), clock_(std::move(clock)) {}
 
-  std::vector<prometheus::MetricFamily> Collect() const override;
+  // Replaces `out` with the exposition. Safe to call from several threads at once: each thread
+  // renders into buffers of its own, which it keeps for its next scrape.
+  void RenderText(std::string& out) const;
 
  private:
   NodeStore& store_;

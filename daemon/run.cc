@@ -1,5 +1,6 @@
 #include "daemon/run.h"
 
+#include <fmt/format.h>
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
@@ -176,8 +177,9 @@ void StopAgent(Agent& agent, Uplink& uplink) {
 
 }  // namespace
 
-int RunAgent(const CollectorFlags& collector_flags, const std::string& exporter_address,
-             const GrpcClientTls& tls, const SpoolFlags& spool_flags) {
+int RunAgent(const CollectorFlags& collector_flags,
+             const std::vector<std::string>& exporter_addresses, const GrpcClientTls& tls,
+             const SpoolFlags& spool_flags) {
   if (auto error = CheckClientTls(tls)) {
     std::fprintf(stderr, "accelmon: %s\n", error->c_str());
     return 2;
@@ -205,12 +207,14 @@ int RunAgent(const CollectorFlags& collector_flags, const std::string& exporter_
   const sigset_t signals = BlockShutdownSignals();
   Push push;  // outlives the agent and its collectors
   if (!StartPush(collector_flags, push)) return 2;
-  Uplink uplink(
-      UplinkOptions{.exporter_address = exporter_address, .tls = tls, .spool = spool.get()});
+  Uplink uplink(UplinkOptions{.tls = tls,
+                              .spool = spool.get(),
+                              .exporter_addresses = exporter_addresses,
+                              .node = collector_flags.node_name});
   Agent agent(std::move(agent_options), MakeCollectors(collector_flags, push.store.get()), uplink);
   uplink.Start();
   agent.Start();
-  spdlog::info("agent streaming to {}", exporter_address);
+  spdlog::info("agent streaming to {}", fmt::join(exporter_addresses, ", "));
   WaitForSignal(signals);
   StopAgent(agent, uplink);
   const uint64_t unacknowledged = uplink.stats().pending;

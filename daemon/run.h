@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "daemon/flags.h"
 #include "daemon/tls.h"
@@ -62,7 +63,8 @@ struct SpoolFlags {
 };
 
 // A bad TLS, web config or spool setting exits 2 before anything starts.
-int RunAgent(const CollectorFlags& collectors, const std::string& exporter_address,
+// Several exporter addresses: the agent picks one by rendezvous hashing of its node name.
+int RunAgent(const CollectorFlags& collectors, const std::vector<std::string>& exporter_addresses,
              const GrpcClientTls& tls = {}, const SpoolFlags& spool = {});
 int RunExporter(const ExporterFlags& exporter);
 int RunStandalone(const CollectorFlags& collectors, const ExporterFlags& exporter);

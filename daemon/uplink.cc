@@ -9,22 +9,44 @@
 #include <random>
 
 #include "daemon/log_limiter.h"
+#include "daemon/rendezvous.h"
 #include "daemon/spool.h"
 
 namespace accelmon {
+namespace {
+
+// How soon to look again at a better exporter whose channel a probe has just woken.
+constexpr std::chrono::milliseconds kReprobeSoon{1000};
+
+}  // namespace
 
 Uplink::Uplink(UplinkOptions options) : options_(std::move(options)) {
-  grpc::ChannelArguments args;
-  // Reconnect attempts are paced by our own backoff; keep gRPC's from adding long waits.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
-  // Keep pinging while no report is in flight (long --collect.interval); the exporter allows it.
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  auto credentials = MakeChannelCredentials(options_.tls, args);
-  channel_ = grpc::CreateCustomChannel(options_.exporter_address, credentials, args);
-  stub_ = v1::Ingest::NewStub(channel_);
+  const std::vector<std::string> addresses =
+      options_.exporter_addresses.empty()
+          ? std::vector<std::string>{options_.exporter_address}
+          : RankByRendezvous(options_.node, options_.exporter_addresses);
+  for (const auto& address : addresses) {
+    grpc::ChannelArguments args;
+    // Reconnect attempts are paced by our own backoff; keep gRPC's from adding long waits.
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.max_backoff.count()));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30'000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
+    // Keep pinging while no report is in flight (long --collect.interval); the exporter allows it.
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    auto credentials = MakeChannelCredentials(options_.tls, args);
+    Target target{.address = address,
+                  .channel = grpc::CreateCustomChannel(address, credentials, args),
+                  .stub = nullptr};
+    target.stub = v1::Ingest::NewStub(target.channel);
+    targets_.push_back(std::move(target));
+  }
+  if (targets_.size() > 1) {
+    std::string ranking;
+    for (const auto& t : targets_) ranking += (ranking.empty() ? "" : ", ") + t.address;
+    spdlog::info("exporters ranked for node \"{}\" by rendezvous hashing: {}", options_.node,
+                 ranking);
+  }
   if (options_.spool != nullptr) acked_sequence_ = options_.spool->acknowledged();
 }
 
@@ -72,7 +94,7 @@ void Uplink::Submit(v1::NodeReport report) {
 
 UplinkStats Uplink::stats() const {
   std::lock_guard lock(mu_);
-  UplinkStats s{pending_.size(), dropped_, acknowledged_, connected_};
+  UplinkStats s{pending_.size(), dropped_, acknowledged_, connected_, targets_[current_].address};
   if (options_.spool != nullptr) {
     s.pending = std::max<uint64_t>(s.pending, options_.spool->unacknowledged());
     s.dropped += options_.spool->dropped_reports();
@@ -123,8 +145,10 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
     std::lock_guard lock(mu_);
     if (stopping_) return grpc::Status::CANCELLED;
     active_context_ = &context;
+    return_to_.reset();
   }
-  auto stream = stub_->Stream(&context);
+  const size_t current = current_;
+  auto stream = targets_[current].stub->Stream(&context);
 
   bool reader_done = false;
   std::thread reader([&] {
@@ -132,7 +156,7 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
     while (stream->Read(&ack)) {
       if (!got_ack) {
         got_ack = true;
-        spdlog::info("connected to exporter {}", options_.exporter_address);
+        spdlog::info("connected to {}", Describe(current));
       }
       HandleAck(ack);
     }
@@ -150,17 +174,37 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
     sent_up_to = acked_sequence_;
   }
   std::deque<std::shared_ptr<const v1::NodeReport>> from_spool;
+  auto next_probe = std::chrono::steady_clock::now() + options_.return_probe_interval;
   for (;;) {
     std::shared_ptr<const v1::NodeReport> next;
     if (from_spool.empty()) {
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] {
+        const auto has_work = [&] {
           return stopping_ || reader_done ||
                  (!pending_.empty() && pending_.back()->sequence() > sent_up_to) ||
                  (spool != nullptr && spool->last_sequence() > sent_up_to);
-        });
-        if (stopping_ || reader_done) break;
+        };
+        if (current == 0) {
+          cv_.wait(lock, has_work);
+        } else {
+          // Not on the best exporter: look at the better ones now and then while streaming.
+          while (!cv_.wait_until(lock, next_probe, has_work)) {
+            lock.unlock();
+            bool connecting = false;
+            const auto better = ReadyBetterTarget(connecting);
+            lock.lock();
+            if (better) {
+              return_to_ = better;
+              break;
+            }
+            // One just woken from idle is usually ready a moment later.
+            next_probe = std::chrono::steady_clock::now() +
+                         (connecting ? std::min(options_.return_probe_interval, kReprobeSoon)
+                                     : options_.return_probe_interval);
+          }
+        }
+        if (stopping_ || reader_done || return_to_) break;
         for (const auto& r : pending_) {
           if (r->sequence() > sent_up_to) {
             next = r;
@@ -188,11 +232,12 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
     sent_up_to = next->sequence();
   }
 
-  // Cancel only to stop: a stream the exporter ended keeps its status (a refusal says why).
+  // Cancel only to stop or move: a stream the exporter ended keeps its status (a refusal says
+  // why).
   bool cancel = false;
   {
     std::lock_guard lock(mu_);
-    cancel = stopping_;
+    cancel = stopping_ || return_to_.has_value();
   }
   if (cancel) context.TryCancel();
   reader.join();
@@ -262,7 +307,7 @@ void Uplink::DropTooLarge(const grpc::Status& status) {
     spdlog::warn(
         "exporter {} refused a report over its limit of {} bytes, but none pending is "
         "that large",
-        options_.exporter_address, *limit);
+        targets_[current_].address, *limit);
     return;
   }
   const uint64_t sequence = culprit->sequence();
@@ -279,8 +324,40 @@ void Uplink::DropTooLarge(const grpc::Status& status) {
   spdlog::error(
       "dropped report {} ({} bytes): the exporter {} takes at most {} bytes "
       "(--grpc.max-recv-msg-size); counted in accelmon_agent_dropped_reports_total",
-      sequence, culprit->ByteSizeLong(), options_.exporter_address, *limit);
+      sequence, culprit->ByteSizeLong(), targets_[current_].address, *limit);
   cv_.notify_all();
+}
+
+std::string Uplink::Describe(size_t target) const {
+  if (targets_.size() == 1) return "exporter " + targets_[target].address;
+  return fmt::format("exporter {} (choice {} of {} for node \"{}\")", targets_[target].address,
+                     target + 1, targets_.size(), options_.node);
+}
+
+std::optional<size_t> Uplink::ReadyBetterTarget(bool& connecting) {
+  for (size_t i = 0; i < current_; ++i) {
+    // Asking with try_to_connect wakes an idle channel: the probe costs one TCP (and TLS)
+    // handshake, never a stream.
+    const grpc_connectivity_state state = targets_[i].channel->GetState(true);
+    if (state == GRPC_CHANNEL_READY) return i;
+    if (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING) connecting = true;
+  }
+  return std::nullopt;
+}
+
+void Uplink::FailOver(const grpc::Status& status, bool log) {
+  const size_t from = current_;
+  {
+    std::lock_guard lock(mu_);
+    current_ = (current_ + 1) % targets_.size();
+  }
+  if (log) {
+    spdlog::warn("exporter {} unreachable: {}; failing over to {}", targets_[from].address,
+                 status.error_message(), Describe(current_));
+  } else {
+    spdlog::debug("exporter {} unreachable: {}; trying {}", targets_[from].address,
+                  status.error_message(), Describe(current_));
+  }
 }
 
 void Uplink::Run() {
@@ -291,35 +368,52 @@ void Uplink::Run() {
   for (;;) {
     bool got_ack = false;
     const grpc::Status status = StreamOnce(got_ack);
+    std::optional<size_t> return_to;
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
+      return_to = return_to_;
+    }
+    const std::string& address = targets_[current_].address;
+    if (return_to) {
+      spdlog::info("leaving exporter {}: moving back to {}, reachable again", address,
+                   Describe(*return_to));
+      {
+        std::lock_guard lock(mu_);
+        current_ = *return_to;
+      }
+      backoff = options_.min_backoff;
+      continue;  // at once: the better one is ready
     }
     const bool too_large = status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
     if (too_large) DropTooLarge(status);
     const size_t pending = stats().pending;
+    const bool several = targets_.size() > 1;
     if (got_ack || too_large) {
+      // The same exporter again first: most losses are a restart, and it keeps the node's state.
       backoff = options_.min_backoff;
       logged_unreachable = false;
       logged_refused = false;
-      spdlog::warn("lost connection to exporter {}: {} ({} reports pending); reconnecting",
-                   options_.exporter_address, status.error_message(), pending);
+      spdlog::warn("lost connection to exporter {}: {} ({} reports pending); reconnecting", address,
+                   status.error_message(), pending);
     } else if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
                status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       // Not a network problem (a certificate for another node): say so once, retry quietly.
       if (!logged_refused) {
         spdlog::error("exporter {} refused this agent: {}; retrying with backoff up to {}ms",
-                      options_.exporter_address, status.error_message(),
-                      options_.max_backoff.count());
+                      address, status.error_message(), options_.max_backoff.count());
       }
       logged_refused = true;
+      if (several) FailOver(status, false);
+    } else if (several) {
+      FailOver(status, !logged_unreachable);
+      logged_unreachable = true;
     } else if (!logged_unreachable) {
       logged_unreachable = true;
-      spdlog::warn("exporter {} unreachable: {}; retrying with backoff up to {}ms",
-                   options_.exporter_address, status.error_message(), options_.max_backoff.count());
+      spdlog::warn("exporter {} unreachable: {}; retrying with backoff up to {}ms", address,
+                   status.error_message(), options_.max_backoff.count());
     } else {
-      spdlog::debug("exporter {} still unreachable ({} reports pending)", options_.exporter_address,
-                    pending);
+      spdlog::debug("exporter {} still unreachable ({} reports pending)", address, pending);
     }
     // Full jitter: spreads the reconnects of a whole fleet after an exporter restart.
     const auto wait = std::chrono::milliseconds(

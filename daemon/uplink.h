@@ -2,6 +2,8 @@
 // never blocks on the network; one thread streams them, in order, and forgets a report only
 // once the exporter has acknowledged it. After a broken stream it reconnects with exponential
 // backoff and jitter and re-sends everything unacknowledged (the exporter drops duplicates).
+// Given several exporters it streams to the one ranked first for its node (rendezvous.h), fails
+// over down the ranking while that one is unreachable, and returns when it is back.
 #pragma once
 
 #include <grpcpp/client_context.h>
@@ -16,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "daemon/tls.h"
@@ -34,6 +37,13 @@ struct UplinkOptions {
   // With a disk spool, every report is written there first; reports that memory no longer holds
   // (or that an earlier run left unacknowledged) are read back from it, oldest first.
   Spool* spool = nullptr;
+  // Several exporters (when set, exporter_address is not used), ranked for `node` by rendezvous
+  // hashing. Unreachable: the next in the ranking is tried. While streaming to any but the first,
+  // the better-ranked ones are checked every `return_probe_interval` and the uplink moves back to
+  // the best one reachable. Unacknowledged reports go to whichever exporter it is connected to.
+  std::vector<std::string> exporter_addresses{};
+  std::string node{};
+  std::chrono::milliseconds return_probe_interval{30'000};
 };
 
 struct UplinkStats {
@@ -41,6 +51,7 @@ struct UplinkStats {
   uint64_t dropped = 0;
   uint64_t acknowledged = 0;
   bool connected = false;
+  std::string exporter;  // the exporter streamed to, or tried next
 };
 
 class Uplink {
@@ -63,13 +74,25 @@ class Uplink {
   void Run();
   // One stream's life: returns when it breaks or the uplink stops.
   grpc::Status StreamOnce(bool& got_ack);
+  // A better-ranked exporter than the current one whose channel is ready, if any; sets
+  // `connecting` when one is on its way (worth checking again soon).
+  std::optional<size_t> ReadyBetterTarget(bool& connecting);
+  // After the current exporter failed without a single ack: the next in the ranking.
+  void FailOver(const grpc::Status& status, bool log);
+  // "exporter HOST:PORT" with its rank when there are several.
+  std::string Describe(size_t target) const;
   void HandleAck(const v1::Ack& ack);
   // After the exporter ended a stream because a report exceeded its message size limit.
   void DropTooLarge(const grpc::Status& status);
 
+  struct Target {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Ingest::Stub> stub;
+  };
+
   const UplinkOptions options_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Ingest::Stub> stub_;
+  std::vector<Target> targets_;  // best first; one without exporter_addresses
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -80,6 +103,8 @@ class Uplink {
   std::set<uint64_t> unspooled_;  // in memory only: the spool refused them
   bool connected_ = false;
   bool stopping_ = false;
+  size_t current_ = 0;               // into targets_; written by the streaming thread only
+  std::optional<size_t> return_to_;  // the stream was ended to move back to this target
   grpc::ClientContext* active_context_ = nullptr;  // cancelled by Stop()
 
   std::thread thread_;

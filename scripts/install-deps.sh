@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The one place that names the Debian packages accelmon needs.
 #   install-deps.sh build   what `make run` needs: compilers and libraries
-#   install-deps.sh test    also the real peers the tests run (promtool, node_exporter, clang's
-#                           libFuzzer) — installing prometheus or node_exporter on a systemd host
-#                           also enables their services, so `make run` does not ask for them
+#   install-deps.sh test    also the real peers the tests run (promtool, node_exporter,
+#                           VictoriaMetrics, clang's libFuzzer) — installing prometheus,
+#                           node_exporter or victoria-metrics on a systemd host also enables their
+#                           services, so `make run` does not ask for them
 # Idempotent: installs only what is missing, and does nothing (no apt-get update) when all is there.
 set -euo pipefail
 
@@ -19,6 +20,7 @@ BUILD=(
 )
 TEST=(
   prometheus                 # promtool, and a real Prometheus for end-to-end tests
+  victoria-metrics           # remote-write target of the scale-out test (docs/scaling.md)
   prometheus-node-exporter   # the peer the host collectors are compared with
   clang libclang-rt-14-dev   # libFuzzer for the parser fuzz targets
   clang-format

@@ -1,25 +1,45 @@
 #include "support/golden.h"
 
-#include <prometheus/text_serializer.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "daemon/metrics_renderer.h"
+#include "daemon/text_exposition.h"
 
 namespace accelmon::testing {
+namespace {
+
+// Passes on only the families whose names start with a prefix, to the text sink /metrics uses.
+class PrefixSink final : public MetricSink {
+ public:
+  PrefixSink(TextExpositionSink& text, std::string_view prefix) : text_(text), prefix_(prefix) {}
+  size_t Family(std::string_view name, std::string_view help, MetricKind kind) override {
+    ids_.push_back(name.starts_with(prefix_) ? text_.Family(name, help, kind) : kSkipped);
+    return ids_.size() - 1;
+  }
+  void Sample(size_t family, std::span<const Label> labels, double value) override {
+    if (ids_[family] != kSkipped) text_.Sample(ids_[family], labels, value);
+  }
+
+ private:
+  static constexpr size_t kSkipped = ~size_t{0};
+  TextExpositionSink& text_;
+  std::string_view prefix_;
+  std::vector<size_t> ids_;
+};
+
+}  // namespace
 
 std::string RenderFamilies(std::shared_ptr<const v1::NodeReport> report, std::string_view prefix) {
-  std::vector<prometheus::MetricFamily> selected;
+  TextExpositionSink text;
+  PrefixSink sink(text, prefix);
   const auto now = Clock::now();
-  for (auto& family : RenderNodes({{std::move(report), now}}, now)) {
-    if (family.name.starts_with(prefix)) selected.push_back(std::move(family));
-  }
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, selected);
-  return out.str();
+  EmitNodes({{std::move(report), now}}, now, sink);
+  std::string out;
+  text.AppendTo(out);
+  return out;
 }
 
 ::testing::AssertionResult MatchesGolden(const std::string& actual,

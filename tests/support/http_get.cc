@@ -12,6 +12,11 @@
 namespace accelmon::testing {
 
 HttpResponse HttpGet(const std::string& host, int port, const std::string& path) {
+  return HttpGet(host, port, path, {});
+}
+
+HttpResponse HttpGet(const std::string& host, int port, const std::string& path,
+                     const std::vector<std::string>& headers) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
   sockaddr_in addr{};
@@ -27,7 +32,9 @@ HttpResponse HttpGet(const std::string& host, int port, const std::string& path)
     throw std::runtime_error("connect " + host + ":" + std::to_string(port) + ": " +
                              std::strerror(saved));
   }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\n\r\n";
+  std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host + "\r\n";
+  for (const std::string& header : headers) request += header + "\r\n";
+  request += "\r\n";
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     ::close(fd);

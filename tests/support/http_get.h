@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace accelmon::testing {
 
@@ -13,5 +14,8 @@ struct HttpResponse {
 
 // GET http://host:port/path. Throws std::runtime_error when the connection fails.
 HttpResponse HttpGet(const std::string& host, int port, const std::string& path);
+// The same with extra request header lines ("Accept-Encoding: gzip").
+HttpResponse HttpGet(const std::string& host, int port, const std::string& path,
+                     const std::vector<std::string>& headers);
 
 }  // namespace accelmon::testing

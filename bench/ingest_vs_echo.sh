@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# Ingest, latency, scale and agent cost, in one run (issue 10). Prints Markdown tables.
+#   bench/ingest_vs_echo.sh BUILD_DIR
+# 1. Saturation: `accelmon loadgen --interval 0` (8 devices x 18 links, ~3.3 KB reports) against
+#    the bare gRPC echo server of the same Ingest.Stream (bench/grpc_echo_server.cc), then
+#    `accelmon exporter`, then `accelmon exporter --record.dir`. Server CPU is utime+stime from
+#    /proc/PID/stat over the middle of the run, so it counts the server alone, not the loadgen.
+# 2. Fleets at 1 Hz (100, 1000, 4000 nodes x 8 simulated devices) against a fresh exporter
+#    each: ack latency, exporter CPU and RSS, series in a scrape, and bytes per series (RSS
+#    growth over the idle exporter, divided by the series).
+# 3. The agent at its default 1 Hz (`--sim 8` and the host collectors over tests/fixtures/host)
+#    against an exporter, and node_exporter over the same fixture scraped once a second beside
+#    it: CPU (millicores) and RSS.
+# The loadgen shares the machine with the server it measures; the ratio to the echo server is
+# taken under the same sharing. Environment overrides: SAT_SECONDS, SAT_NODES, SAT_IN_FLIGHT,
+# FLEET_SECONDS, FLEET_SIZES, AGENT_SECONDS.
+set -euo pipefail
+build=${1:-build}
+sat_seconds=${SAT_SECONDS:-10}
+sat_nodes=${SAT_NODES:-32}
+sat_in_flight=${SAT_IN_FLIGHT:-64}
+fleet_seconds=${FLEET_SECONDS:-20}
+fleet_sizes=${FLEET_SIZES:-100 1000 4000}
+agent_seconds=${AGENT_SECONDS:-30}
+accelmon=$build/accelmon
+root=$(cd "$(dirname "$0")/../tests/fixtures/host" && pwd)
+hz=$(getconf CLK_TCK)
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+now() { date +%s.%N; }
+calc() { awk "BEGIN { printf \"$1\", $2 }"; }
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((20000 + RANDOM % 20000))
+}
+
+# start_exporter NAME [FLAGS...]: sets exporter_pid, grpc_port, web_port.
+start_exporter() {
+  local name=$1
+  shift
+  "$accelmon" exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
+    --grpc.max-reports-per-second 1000000 "$@" >"$work/$name.log" 2>&1 &
+  exporter_pid=$!
+  pids+=("$exporter_pid")
+  for _ in $(seq 200); do grep -qs "ingest on" "$work/$name.log" && break; sleep 0.05; done
+  local ports
+  ports=$(grep -Eo 'port [0-9]+' "$work/$name.log")
+  grpc_port=$(echo "$ports" | head -1 | grep -Eo '[0-9]+')
+  web_port=$(echo "$ports" | tail -1 | grep -Eo '[0-9]+')
+}
+
+# saturate NAME PID PORT: loadgen at full speed against PORT; server PID's CPU over the middle.
+# Prints "reports/s device-samples/s server-cores loadgen-cores".
+saturate() {
+  local name=$1 pid=$2 port=$3
+  "$accelmon" loadgen --exporter.address "127.0.0.1:$port" --nodes "$sat_nodes" --devices 8 \
+    --links-per-device 18 --interval 0 --max-in-flight "$sat_in_flight" \
+    --duration "${sat_seconds}s" >"$work/$name.out" 2>"$work/$name.err" &
+  local lg=$!
+  sleep 1
+  local c0 t0 c1 t1
+  c0=$(cpu_ticks "$pid")
+  t0=$(now)
+  sleep $((sat_seconds - 2))
+  c1=$(cpu_ticks "$pid")
+  t1=$(now)
+  wait "$lg" || { cat "$work/$name.out" "$work/$name.err" >&2; return 1; }
+  local rate samples lg_cores
+  rate=$(awk '/^rate:/ {print $2}' "$work/$name.out")
+  samples=$(awk '/^rate:/ {print $4}' "$work/$name.out")
+  lg_cores=$(awk '/^loadgen cpu:/ {print $3}' "$work/$name.out")
+  echo "$rate $samples $(calc %.3f "($c1 - $c0) / $hz / ($t1 - $t0)") $lg_cores"
+}
+
+# --- 1. saturation: echo server, exporter, exporter recording -------------------------------------
+"$build/bench/grpc_echo_server" 127.0.0.1:0 >"$work/echo.log" 2>&1 &
+echo_pid=$!
+pids+=("$echo_pid")
+for _ in $(seq 200); do grep -qs "listening on port" "$work/echo.log" && break; sleep 0.05; done
+echo_port=$(grep -Eo 'port [0-9]+' "$work/echo.log" | grep -Eo '[0-9]+')
+result=$(saturate echo "$echo_pid" "$echo_port")
+read -r echo_rate echo_samples echo_cores echo_lg <<<"$result"
+stop "$echo_pid"
+
+start_exporter exporter
+result=$(saturate exporter "$exporter_pid" "$grpc_port")
+read -r exp_rate exp_samples exp_cores exp_lg <<<"$result"
+stop "$exporter_pid"
+
+start_exporter exporter-rec --record.dir "$work/recording"
+result=$(saturate exporter-rec "$exporter_pid" "$grpc_port")
+read -r rec_rate rec_samples rec_cores rec_lg <<<"$result"
+stop "$exporter_pid"
+
+bytes=$(grep -Eo '[0-9]+-byte reports' "$work/echo.out" | grep -Eo '[0-9]+')
+per_core() { calc %.0f "$1 / ($2 > 0 ? $2 : 1)"; }
+echo "### Ingest at saturation: ${sat_nodes} streams x ${sat_in_flight} in flight, 8 devices x 18 links (${bytes}-byte reports), ${sat_seconds} s each"
+echo
+echo "| server (same run) | reports/s | device-samples/s | server CPU (cores) | device-samples/s per server core | loadgen CPU (cores) | reports/s vs echo |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+echo "| bare gRPC echo (\`bench/grpc_echo_server\`) | $echo_rate | $echo_samples | $echo_cores | $(per_core "$echo_samples" "$echo_cores") | $echo_lg | 100% |"
+echo "| \`accelmon exporter\` (parse, validate, apply) | $exp_rate | $exp_samples | $exp_cores | $(per_core "$exp_samples" "$exp_cores") | $exp_lg | $(calc %.0f%% "100 * $exp_rate / $echo_rate") |"
+echo "| \`accelmon exporter --record.dir\` (+ record, ack after group commit) | $rec_rate | $rec_samples | $rec_cores | $(per_core "$rec_samples" "$rec_cores") | $rec_lg | $(calc %.0f%% "100 * $rec_rate / $echo_rate") |"
+echo
+
+# --- 2. fleets at 1 Hz: latency, CPU, memory ------------------------------------------------------
+echo "### Fleets at 1 Hz: 8 simulated devices per node, ${fleet_seconds} s each, a fresh exporter per size"
+echo
+echo "| nodes | reports/s | ack p50 | ack p99 | ack max | exporter CPU (millicores) | exporter RSS (MiB) | series | bytes per series | one scrape | loadgen CPU (cores) |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+for nodes in $fleet_sizes; do
+  start_exporter "fleet-$nodes"
+  sleep 0.5
+  idle_kib=$(rss_kib "$exporter_pid")
+  "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes "$nodes" --devices 8 \
+    --interval 1s --duration "${fleet_seconds}s" >"$work/fleet-$nodes.out" 2>"$work/fleet-$nodes.err" &
+  lg=$!
+  sleep 5 # every node has reported at least once; the state is at full size
+  c0=$(cpu_ticks "$exporter_pid")
+  t0=$(now)
+  sleep $((fleet_seconds - 6))
+  c1=$(cpu_ticks "$exporter_pid")
+  t1=$(now)
+  kib=$(rss_kib "$exporter_pid")
+  wait "$lg" || { cat "$work/fleet-$nodes.out" "$work/fleet-$nodes.err" >&2; exit 1; }
+  # After the load, so that the scrape does not compete with it for the CPU; nodes stay for
+  # --node.expire-after (10 minutes).
+  scrape_s=$(curl -fs -o "$work/scrape.txt" -w '%{time_total}' "127.0.0.1:$web_port/metrics")
+  series=$(grep -vc '^#' "$work/scrape.txt")
+  out=$work/fleet-$nodes.out
+  rate=$(awk '/^rate:/ {print $2}' "$out")
+  p50=$(awk '/^ack latency:/ {print $4}' "$out")
+  p99=$(awk '/^ack latency:/ {print $10}' "$out")
+  max=$(awk '/^ack latency:/ {print $13}' "$out")
+  lg_cores=$(awk '/^loadgen cpu:/ {print $3}' "$out")
+  millicores=$(calc %.1f "($c1 - $c0) / $hz / ($t1 - $t0) * 1000")
+  echo "| $nodes | $rate | $p50 ms | $p99 ms | $max ms | $millicores | $(calc %.1f "$kib / 1024") | $series | $(calc %.0f "($kib - $idle_kib) * 1024 / $series") | $(calc %.2f "$scrape_s") s | $lg_cores |"
+  stop "$exporter_pid"
+done
+echo
+echo "The exporter acknowledges a report after applying it, and a scrape reads the applied state:"
+echo "ack latency bounds the time from a report's send to its values being visible in /metrics."
+echo
+
+# --- 3. the agent at 1 Hz, node_exporter scraped at 1 Hz beside it ---------------------------------
+start_exporter agent-exporter
+"$accelmon" agent --exporter.address "127.0.0.1:$grpc_port" --node.name bench-agent --sim 8 \
+  --path.procfs "$root/proc" --path.sysfs "$root/sys" --collect.interval 1s --push.socket "" \
+  >"$work/agent.log" 2>&1 &
+agent=$!
+pids+=("$agent")
+ne_port=$(free_port)
+prometheus-node-exporter --path.procfs="$root/proc" --path.sysfs="$root/sys" \
+  --web.listen-address="127.0.0.1:$ne_port" --collector.disable-defaults \
+  --collector.meminfo --collector.vmstat --collector.pressure --collector.buddyinfo \
+  --collector.netdev --collector.netclass --collector.infiniband --collector.thermal_zone \
+  --collector.hwmon --no-collector.netdev.netlink --no-collector.netclass.netlink \
+  --collector.netclass.ignore-invalid-speed 2>"$work/ne.log" &
+ne=$!
+pids+=("$ne")
+sleep 3 # warm up: first collections, connections
+a0=$(cpu_ticks "$agent")
+n0=$(cpu_ticks "$ne")
+t0=$(now)
+for _ in $(seq "$agent_seconds"); do
+  curl -fs "127.0.0.1:$ne_port/metrics" >/dev/null || true
+  sleep 1
+done
+a1=$(cpu_ticks "$agent")
+n1=$(cpu_ticks "$ne")
+t1=$(now)
+agent_kib=$(rss_kib "$agent")
+ne_kib=$(rss_kib "$ne")
+echo "### Agent at 1 Hz: host collectors over tests/fixtures/host + 8 simulated devices, ${agent_seconds} s"
+echo
+echo "| process (same run, same fixture root) | CPU (millicores) | RSS (MiB) |"
+echo "| --- | --- | --- |"
+echo "| \`accelmon agent --sim 8\`, streaming to an exporter | $(calc %.2f "($a1 - $a0) / $hz / ($t1 - $t0) * 1000") | $(calc %.1f "$agent_kib / 1024") |"
+echo "| node_exporter, 9 host collectors, scraped once a second | $(calc %.2f "($n1 - $n0) / $hz / ($t1 - $t0) * 1000") | $(calc %.1f "$ne_kib / 1024") |"

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Scale-out on loopback: two exporters, six simulated agents spread over both by rendezvous hashing
+# of their node names, one Prometheus scraping both exporters and remote-writing into Debian's
+# VictoriaMetrics. A query to VictoriaMetrics returns every node.
+source "$(dirname "$0")/lib.sh"
+FIXTURES=${FIXTURES:?set FIXTURES to tests/fixtures}
+for tool in prometheus victoria-metrics python3; do
+  command -v "$tool" >/dev/null || fail "$tool not found (scripts/install-deps.sh test installs it)"
+done
+
+# run_bg NAME COMMAND...: a peer binary in the background, logging to $WORK/NAME.log.
+declare -A peer_pid
+run_bg() {
+  local name=$1
+  shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+  peer_pid[$name]=$!
+}
+
+# stop_bg NAME: SIGTERM, then up to 30 s for it to exit (the trap kills what is left).
+stop_bg() {
+  local pid=${peer_pid[$1]} deadline=$((SECONDS + 30))
+  kill -TERM "$pid" 2>/dev/null || return 0
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+}
+
+# A port nothing listens on now (the kernel's choice, released at once).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# rank_first NODE ADDRESS...: the address rendezvous hashing ranks first for NODE, computed as
+# daemon/rendezvous.cc does (FNV-1a of "node|address", splitmix64): the hash is fixed arithmetic,
+# so any tool can predict where a node goes.
+rank_first() {
+  python3 - "$@" <<'PY'
+import sys
+M = (1 << 64) - 1
+def weight(node, address):
+    h = 0xcbf29ce484222325
+    for b in (node + "|" + address).encode():
+        h = ((h ^ b) * 0x100000001b3) & M
+    h = (h + 0x9e3779b97f4a7c15) & M
+    h = ((h ^ (h >> 30)) * 0xbf58476d1ce4e5b9) & M
+    h = ((h ^ (h >> 27)) * 0x94d049bb133111eb) & M
+    return h ^ (h >> 31)
+node, addresses = sys.argv[1], sys.argv[2:]
+print(max(sorted(addresses), key=lambda a: weight(node, a)))
+PY
+}
+
+declare -A grpc web
+for e in 1 2; do
+  start "exporter$e" exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
+  ports=$(wait_for_log "exporter$e" 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
+  grpc[$e]=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+  web[$e]=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
+done
+a1="127.0.0.1:${grpc[1]}"
+a2="127.0.0.1:${grpc[2]}"
+
+# Six names, three ranking each exporter first: both exporters get nodes whatever ports they got.
+nodes=()
+declare -A home
+n1=0 n2=0
+for i in $(seq 1 200); do
+  node="node-$i"
+  first=$(rank_first "$node" "$a1" "$a2")
+  if [ "$first" = "$a1" ] && [ $n1 -lt 3 ]; then n1=$((n1 + 1)); elif [ "$first" = "$a2" ] && [ $n2 -lt 3 ]; then n2=$((n2 + 1)); else continue; fi
+  nodes+=("$node")
+  home[$node]=$first
+  [ ${#nodes[@]} -eq 6 ] && break
+done
+[ ${#nodes[@]} -eq 6 ] || fail "could not pick six names spread over both exporters"
+
+declare -A agent_of  # node -> its agent's log name (start/stop need a shell name)
+for i in "${!nodes[@]}"; do
+  node=${nodes[$i]}
+  agent_of[$node]="agent$i"
+  start "agent$i" agent --exporter.address "$a1,$a2" --node.name "$node" --sim 2 \
+    --push.socket "" --path.procfs "$FIXTURES/host/proc" --path.sysfs "$FIXTURES/host/sys"
+done
+
+# Each agent connects to the exporter the prediction names, and each exporter serves its nodes.
+for node in "${nodes[@]}"; do
+  wait_for_log "${agent_of[$node]}" "connected to exporter ${home[$node]} \\(choice 1 of 2" 30 >/dev/null
+  e=1
+  [ "${home[$node]}" = "$a2" ] && e=2
+  wait_for_metric "http://127.0.0.1:${web[$e]}/metrics" "^accelmon_node_up\\{node=\"$node\"\\} 1" 30
+done
+
+prom_port=$(free_port)
+vm_port=$(free_port)
+run_bg victoria-metrics victoria-metrics -httpListenAddr "127.0.0.1:$vm_port" \
+  -storageDataPath "$WORK/vm-data" -retentionPeriod 1d -search.latencyOffset 1s -search.disableCache
+cat >"$WORK/prometheus.yml" <<YAML
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: accelmon
+    static_configs:
+      - targets: ["127.0.0.1:${web[1]}", "127.0.0.1:${web[2]}"]
+remote_write:
+  - url: http://127.0.0.1:$vm_port/api/v1/write
+    queue_config:
+      batch_send_deadline: 1s
+YAML
+promtool check config "$WORK/prometheus.yml" >/dev/null || fail "promtool rejects the config"
+run_bg prometheus prometheus --config.file "$WORK/prometheus.yml" \
+  --storage.tsdb.path "$WORK/prom-data" --web.listen-address "127.0.0.1:$prom_port" \
+  --storage.remote.flush-deadline 5s  # a failing test must not wait a minute for a dead VictoriaMetrics
+
+# Every node, through Prometheus, in VictoriaMetrics.
+query='count by (node) (accelmon_node_up)'
+deadline=$((SECONDS + 60))
+while :; do
+  found=$(curl -fsS "http://127.0.0.1:$vm_port/api/v1/query" --data-urlencode "query=$query" \
+    2>/dev/null | grep -Eo '"node":"[^"]+"' | sort -u | wc -l || true)
+  [ "$found" -eq ${#nodes[@]} ] && break
+  [ $SECONDS -lt $deadline ] || fail "VictoriaMetrics has $found of ${#nodes[@]} nodes after 60s"
+  sleep 1
+done
+answer=$(curl -fsS "http://127.0.0.1:$vm_port/api/v1/query" --data-urlencode "query=$query")
+for node in "${nodes[@]}"; do
+  echo "$answer" | grep -q "\"node\":\"$node\"" || fail "VictoriaMetrics lacks $node: $answer"
+done
+# Both exporters' series arrived: each instance carries some of the nodes.
+for e in 1 2; do
+  answer=$(curl -fsS "http://127.0.0.1:$vm_port/api/v1/query" \
+    --data-urlencode "query=count(accelmon_node_up{instance=\"127.0.0.1:${web[$e]}\"})")
+  echo "$answer" | grep -q '"value":\[[0-9.]*,"3"\]' || fail "exporter $e: expected 3 nodes: $answer"
+done
+
+stop_bg prometheus
+stop_bg victoria-metrics
+for node in "${nodes[@]}"; do stop "${agent_of[$node]}"; done
+stop exporter1
+stop exporter2
+echo "scale_out_test: ok (${nodes[*]} over $a1 and $a2)"

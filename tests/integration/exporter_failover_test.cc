@@ -1,0 +1,94 @@
+// An agent given two exporters over loopback: it streams to the one rendezvous hashing ranks first
+// for its node, fails over to the other when that one goes away, and moves back when it returns.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectors/sim.h"
+#include "daemon/agent.h"
+#include "daemon/exporter.h"
+#include "daemon/rendezvous.h"
+#include "support/wait.h"
+
+namespace accelmon {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::WaitFor;
+
+constexpr char kNode[] = "failover-node";
+
+collectors::CollectorSet SimCollectors() {
+  std::vector<std::unique_ptr<collectors::Collector>> list;
+  list.push_back(
+      std::make_unique<collectors::SimCollector>(collectors::SimOptions{.devices = 2, .seed = 7}));
+  return collectors::CollectorSet(std::move(list));
+}
+
+std::unique_ptr<Exporter> StartExporter(int grpc_port) {
+  ExporterOptions options;
+  options.web_listen_address = "127.0.0.1:0";
+  options.grpc_listen_address = "127.0.0.1:" + std::to_string(grpc_port);
+  auto exporter = std::make_unique<Exporter>(options);
+  exporter->Start();
+  return exporter;
+}
+
+uint64_t Applied(Exporter& exporter) { return exporter.stats().reports_applied.load(); }
+// Applied now or before (a re-send): what this exporter settled.
+uint64_t Settled(Exporter& exporter) {
+  return Applied(exporter) + exporter.stats().reports_duplicate.load();
+}
+
+TEST(ExporterFailoverTest, FailsOverToTheNextRankedAndMovesBack) {
+  // Two exporters on ports of their own choosing; which ranks first depends on the ports.
+  auto first = StartExporter(0);
+  auto second = StartExporter(0);
+  const std::vector<std::string> addresses = {"127.0.0.1:" + std::to_string(first->grpc_port()),
+                                              "127.0.0.1:" + std::to_string(second->grpc_port())};
+  const auto ranked = RankByRendezvous(kNode, addresses);
+  if (ranked.front() != addresses.front()) std::swap(first, second);
+  const int top_port = first->grpc_port();
+
+  UplinkOptions options;
+  options.exporter_addresses = addresses;
+  options.node = kNode;
+  options.min_backoff = 20ms;
+  options.max_backoff = 100ms;
+  options.return_probe_interval = 100ms;
+  Uplink uplink(options);
+  Agent agent(AgentOptions{.node = kNode, .interval = 20ms}, SimCollectors(), uplink);
+  uplink.Start();
+  agent.Start();
+
+  // The top-ranked exporter gets the reports; the other none.
+  ASSERT_TRUE(WaitFor([&] { return Applied(*first) >= 5; }, 20s));
+  EXPECT_EQ(uplink.stats().exporter, ranked[0]);
+  EXPECT_EQ(Applied(*second), 0u);
+
+  // It goes away: reports continue to the next in the ranking.
+  first->Stop();
+  const uint64_t settled_before_stop = Settled(*first);
+  first.reset();
+  ASSERT_TRUE(WaitFor([&] { return Applied(*second) >= 5; }, 20s))
+      << "no failover to " << ranked[1];
+  EXPECT_EQ(uplink.stats().exporter, ranked[1]);
+
+  // It returns on the same port: the agent moves back, and the other stops hearing from it.
+  first = StartExporter(top_port);
+  ASSERT_TRUE(WaitFor([&] { return Applied(*first) >= 5; }, 20s)) << "never moved back";
+  EXPECT_EQ(uplink.stats().exporter, ranked[0]);
+
+  agent.Stop();
+  ASSERT_TRUE(uplink.WaitUntilDrained(20s));
+  uplink.Stop();
+  EXPECT_EQ(uplink.stats().dropped, 0u);
+  // Every report was settled by one exporter or another (a re-send across a move may be applied
+  // by both: at least once).
+  EXPECT_GE(settled_before_stop + Settled(*second) + Settled(*first), agent.last_sequence());
+}
+
+}  // namespace
+}  // namespace accelmon

@@ -1,0 +1,123 @@
+// /metrics from a real exporter over real HTTP on loopback: gzip when asked (the same exposition
+// once inflated), basic auth from the web config.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <sstream>
+
+#include "collectors/sim.h"
+#include "daemon/exporter.h"
+#include "support/http_get.h"
+#include "support/prom_text.h"
+
+namespace accelmon {
+namespace {
+
+using testing::CountSamples;
+using testing::HttpGet;
+using testing::ParseExposition;
+
+// bcrypt of "s3cret" (htpasswd -nbBC 10 prom s3cret), as in tests/e2e/web_config_test.sh.
+const char* const kHash = "$2b$10$NnsHlhQwajJo/X76XOb1.OV0p7Xe0eWlXNdxMX2HNxKEvAqt.yeAq";
+
+ExporterOptions LoopbackExporter(WebConfig web = {}) {
+  return ExporterOptions{.web_listen_address = "127.0.0.1:0",
+                         .grpc_listen_address = "127.0.0.1:0",
+                         .web_config = std::move(web)};
+}
+
+// Three simulated nodes of 8 devices with links, applied straight to the store.
+void AddSimulatedNodes(Exporter& exporter) {
+  for (int i = 0; i < 3; ++i) {
+    const std::string node = "sim-" + std::to_string(i);
+    auto report = std::make_shared<v1::NodeReport>();
+    report->set_node(node);
+    report->set_agent_instance_id("instance-" + node);
+    report->set_sequence(1);
+    report->mutable_timestamp()->set_seconds(1'700'000'000);
+    collectors::SimCollector sim({.devices = 8, .seed = collectors::SimSeedForNode(node)});
+    sim.Collect(*report);
+    ASSERT_EQ(exporter.store().Apply(report, Clock::now()).outcome, ApplyOutcome::kApplied);
+  }
+}
+
+std::string Gunzip(const std::string& in) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  std::string out(in.size() * 50 + 1024, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  inflateEnd(&z);
+  return out;
+}
+
+// The exposition without the one line that changes from scrape to scrape.
+std::string WithoutScrapeDuration(const std::string& text) {
+  std::istringstream in(text);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("accelmon_exporter_scrape_duration_seconds ")) out += line + "\n";
+  }
+  return out;
+}
+
+TEST(MetricsHttp, GzipWhenAskedIsTheSameExposition) {
+  Exporter exporter(LoopbackExporter());
+  exporter.Start();
+  AddSimulatedNodes(exporter);
+
+  const auto plain = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
+  ASSERT_EQ(plain.status, 200);
+  EXPECT_NE(plain.headers.find("Content-Type: text/plain; version=0.0.4"), std::string::npos);
+  EXPECT_EQ(plain.headers.find("Content-Encoding"), std::string::npos);
+  const auto samples = ParseExposition(plain.body);
+  EXPECT_EQ(CountSamples(samples, "accelmon_node_up"), 3u);
+  EXPECT_EQ(CountSamples(samples, "accelmon_device_info"), 24u);
+  EXPECT_GT(CountSamples(samples, "accelmon_device_link_transmit_bytes_total"), 0u);
+  EXPECT_EQ(CountSamples(samples, "accelmon_exporter_nodes"), 1u);
+
+  const auto gzipped =
+      HttpGet("127.0.0.1", exporter.web_port(), "/metrics", {"Accept-Encoding: gzip, deflate"});
+  ASSERT_EQ(gzipped.status, 200);
+  EXPECT_NE(gzipped.headers.find("Content-Encoding: gzip"), std::string::npos);
+  EXPECT_LT(gzipped.body.size() * 4, plain.body.size());
+  const std::string inflated = Gunzip(gzipped.body);
+  EXPECT_EQ(ParseExposition(inflated).size(), samples.size());
+  EXPECT_EQ(WithoutScrapeDuration(inflated), WithoutScrapeDuration(plain.body));
+
+  // Other paths are not found.
+  EXPECT_EQ(HttpGet("127.0.0.1", exporter.web_port(), "/nothing").status, 404);
+}
+
+TEST(MetricsHttp, BasicAuthRefusesWithoutCredentials) {
+  WebConfig web;
+  web.basic_auth_users["prom"] = kHash;
+  Exporter exporter(LoopbackExporter(web));
+  exporter.Start();
+  const int port = exporter.web_port();
+
+  const auto refused = HttpGet("127.0.0.1", port, "/metrics");
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_NE(refused.headers.find("WWW-Authenticate: Basic"), std::string::npos);
+  EXPECT_EQ(refused.body, "");
+  // "prom:wrong", "nobody:s3cret", "prom:s3cret".
+  EXPECT_EQ(
+      HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic cHJvbTp3cm9uZw=="}).status,
+      401);
+  EXPECT_EQ(
+      HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic bm9ib2R5OnMzY3JldA=="}).status,
+      401);
+  EXPECT_EQ(HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic !!!"}).status, 401);
+  const auto ok = HttpGet("127.0.0.1", port, "/metrics",
+                          {"Authorization: Basic cHJvbTpzM2NyZXQ=", "Accept-Encoding: gzip"});
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(CountSamples(ParseExposition(Gunzip(ok.body)), "accelmon_build_info"), 1u);
+  EXPECT_EQ(HttpGet("127.0.0.1", port, "/healthz").status, 200);
+}
+
+}  // namespace
+}  // namespace accelmon
