@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
-# Runs every benchmark (`make bench`). Results go to stdout; bench/README.md records them.
+# Runs every benchmark (`make bench`), prints its tables and rewrites the generated blocks of
+# bench/README.md (between <!-- bench:NAME --> markers) with them, stamped with the date, the
+# machine and its load, so the README always shows the latest same-run comparison.
 set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/.."
-echo "## Host collection: accelmon vs node_exporter"
-bash bench/host_vs_node_exporter.sh "$build"
-echo
-echo "## Recording: throughput"
-"$build/bench/recording_bench"
-echo
-echo "## Recording: bytes on disk against Prometheus's TSDB"
-bash bench/recording_vs_tsdb.sh "$build"
-echo
-echo "## Ingest, latency, scale and agent cost: loadgen against a bare gRPC echo server and the exporter"
-bash bench/ingest_vs_echo.sh "$build"
-echo
-echo "## /metrics render: accelmon vs prometheus-cpp Registry::Collect + TextSerializer"
-"$build/bench/render_bench" --benchmark_counters_tabular=true --benchmark_repetitions=3 \
-  --benchmark_report_aggregates_only=true
+readme=bench/README.md
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+machine() {
+  echo "_Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start._"
+  echo
+}
+
+# section TITLE NAME COMMAND...: runs COMMAND, shows its output, and puts it in the README block.
+section() {
+  local title=$1 name=$2
+  shift 2
+  echo "## $title"
+  { machine; "$@"; } | tee "$out/$name.md"
+  /usr/bin/python3 bench/update_readme.py "$readme" "$name" <"$out/$name.md"
+  echo
+}
+
+gbench() { # Google Benchmark binary [flags...] -> Markdown table
+  "$@" --benchmark_format=json 2>/dev/null | /usr/bin/python3 bench/gbench_table.py
+}
+
+section "Host collection: accelmon vs node_exporter" host \
+  bash bench/host_vs_node_exporter.sh "$build"
+section "Recording: throughput" recording-throughput \
+  gbench "$build/bench/recording_bench" --benchmark_min_time=0.5
+section "Recording: bytes on disk against Prometheus's TSDB" recording-tsdb \
+  bash bench/recording_vs_tsdb.sh "$build"
+section "/metrics render: accelmon vs prometheus-cpp" render \
+  gbench "$build/bench/render_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+section "Ingest, latency, scale and agent cost: loadgen against a bare gRPC echo server" ingest \
+  bash bench/ingest_vs_echo.sh "$build"
+echo "bench/README.md: tables rewritten; commit them with the run's context."
