@@ -5,6 +5,7 @@
 # CPU is read from /proc/PID/stat (utime+stime, clock ticks) around a fixed number of scrapes or
 # collection cycles, so it counts only the measured process, not curl or the exporter.
 set -euo pipefail
+source "$(dirname "$0")/node_exporter.sh"
 build=${1:-build}
 scrapes=${2:-1000}
 root=$(cd "$(dirname "$0")/../tests/fixtures/host" && pwd)
@@ -21,12 +22,7 @@ free_port() { # asks the kernel for an unused port
 
 # --- node_exporter: CPU per scrape --------------------------------------------------------------
 port=$(free_port)
-prometheus-node-exporter --path.procfs="$root/proc" --path.sysfs="$root/sys" \
-  --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
-  --collector.meminfo --collector.vmstat --collector.pressure --collector.buddyinfo \
-  --collector.netdev --collector.netclass --collector.infiniband --collector.thermal_zone \
-  --collector.hwmon --no-collector.netdev.netlink --no-collector.netclass.netlink \
-  --collector.netclass.ignore-invalid-speed 2>"$work/ne.log" &
+start_node_exporter "$root" "$port" "$work/ne.log"
 ne=$!
 pids+=("$ne")
 for _ in $(seq 100); do curl -fs "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.05; done

@@ -15,6 +15,7 @@
 # taken under the same sharing. Environment overrides: SAT_SECONDS, SAT_NODES, SAT_IN_FLIGHT,
 # FLEET_SECONDS, FLEET_SIZES, AGENT_SECONDS.
 set -euo pipefail
+source "$(dirname "$0")/node_exporter.sh"
 build=${1:-build}
 sat_seconds=${SAT_SECONDS:-10}
 sat_nodes=${SAT_NODES:-32}
@@ -160,12 +161,7 @@ start_exporter agent-exporter
 agent=$!
 pids+=("$agent")
 ne_port=$(free_port)
-prometheus-node-exporter --path.procfs="$root/proc" --path.sysfs="$root/sys" \
-  --web.listen-address="127.0.0.1:$ne_port" --collector.disable-defaults \
-  --collector.meminfo --collector.vmstat --collector.pressure --collector.buddyinfo \
-  --collector.netdev --collector.netclass --collector.infiniband --collector.thermal_zone \
-  --collector.hwmon --no-collector.netdev.netlink --no-collector.netclass.netlink \
-  --collector.netclass.ignore-invalid-speed 2>"$work/ne.log" &
+start_node_exporter "$root" "$ne_port" "$work/ne.log"
 ne=$!
 pids+=("$ne")
 sleep 3 # warm up: first collections, connections
