@@ -1,0 +1,206 @@
+// Thresholds of the diagnostics rules. Every field has a default (the values below, documented in
+// docs/diagnostics.md and shipped as diagnostics/defaults.yaml); a YAML file given with
+// --diagnostics.config overrides any of them. Durations are seconds here, written "30s", "5m" in
+// the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace accelmon::diagnostics {
+
+// A config file that cannot be used: "FILE:LINE: what is wrong" (start-up exits 2 on it).
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct MemoryFragmentationConfig {
+  bool enabled = true;
+  // Fires at this fragmentation ratio (1 - largest free block / free memory) ...
+  double ratio = 0.5;
+  // ... or when the largest free block is below this many bytes (the job's typical request;
+  // 0: not checked) ...
+  uint64_t job_request_bytes = 0;
+  // ... while at least this share of device memory is free (free on the device plus what the
+  // processes' allocators cache): fragmentation only matters when memory is not simply full.
+  double min_free_share = 0.2;
+  // The condition must hold this long (smooths a single noisy sample).
+  double for_seconds = 0;
+
+  bool operator==(const MemoryFragmentationConfig&) const = default;
+};
+
+struct HostOomKillConfig {
+  bool enabled = true;
+  // A finding stays open this long after the last OOM kill.
+  double hold_seconds = 600;
+
+  bool operator==(const HostOomKillConfig&) const = default;
+};
+
+struct ThermalThrottlingConfig {
+  bool enabled = true;
+  // Throttle reasons that count (lower snake case as the collectors report them).
+  std::vector<std::string> reasons = {"sw_thermal", "hw_thermal", "hw_slowdown", "sw_power_cap",
+                                      "hw_power_brake"};
+  // A reason must be active this long.
+  double for_seconds = 30;
+  // Or the core or memory temperature within this many degrees of the slowdown threshold.
+  double margin_celsius = 5;
+  // ... for this long (a brief spike is not throttling).
+  double margin_for_seconds = 30;
+
+  bool operator==(const ThermalThrottlingConfig&) const = default;
+};
+
+struct LinkDownConfig {
+  bool enabled = true;
+
+  bool operator==(const LinkDownConfig&) const = default;
+};
+
+struct LinkDegradedConfig {
+  bool enabled = true;
+  // Capacity (max bandwidth, or PCIe generation x width) below this share of the best the link
+  // has reported.
+  double capacity_share = 0.9;
+  // Or traffic under this share of the median of its busy siblings (same device, same kind) ...
+  double traffic_share = 0.3;
+  // ... where a sibling is busy above this share of its capacity ...
+  double busy_share = 0.1;
+  // ... for this long.
+  double for_seconds = 60;
+
+  bool operator==(const LinkDegradedConfig&) const = default;
+};
+
+struct LinkFlappingConfig {
+  bool enabled = true;
+  // This many up/down changes ...
+  uint32_t changes = 3;
+  // ... within this window.
+  double window_seconds = 300;
+
+  bool operator==(const LinkFlappingConfig&) const = default;
+};
+
+struct JobStallConfig {
+  bool enabled = true;
+  // Every device of the node (or of one pushed job) idle below this compute ratio ...
+  double idle_ratio = 0.05;
+  // ... after being busy above this one ...
+  double busy_ratio = 0.5;
+  // ... with link traffic below this share of link capacity ...
+  double silent_link_share = 0.01;
+  // ... while memory stays at or above this share of what it was while busy ...
+  double memory_kept_share = 0.8;
+  // ... for this long.
+  double for_seconds = 120;
+
+  bool operator==(const JobStallConfig&) const = default;
+};
+
+struct ThroughputDropConfig {
+  bool enabled = true;
+  // Utilization (or link traffic) under this share of the device's own baseline ...
+  double share = 0.5;
+  // ... the trailing mean over this long ...
+  double baseline_seconds = 1800;
+  // ... for this long, while memory stays allocated.
+  double for_seconds = 300;
+  // A device whose baseline compute ratio is below this is not busy enough to judge.
+  double min_baseline_ratio = 0.2;
+  // Memory counts as still allocated at this share of its baseline.
+  double memory_kept_share = 0.8;
+
+  bool operator==(const ThroughputDropConfig&) const = default;
+};
+
+struct MemoryLeakConfig {
+  bool enabled = true;
+  // Fit memory used over this trailing window ...
+  double window_seconds = 1800;
+  // ... with at least this goodness of fit (R^2) ...
+  double min_r_squared = 0.9;
+  // ... and fire when the fitted slope exhausts device memory within this horizon.
+  double horizon_seconds = 7200;
+  // Slopes below this are noise, whatever the horizon.
+  double min_bytes_per_second = 1 << 20;
+
+  bool operator==(const MemoryLeakConfig&) const = default;
+};
+
+struct EccErrorsConfig {
+  bool enabled = true;
+  // Corrected errors per hour above this are a warning (uncorrected ones are always critical).
+  double corrected_per_hour = 100;
+  // A finding stays open this long after the last new error.
+  double hold_seconds = 600;
+
+  bool operator==(const EccErrorsConfig&) const = default;
+};
+
+struct XidErrorConfig {
+  bool enabled = true;
+  // XIDs that are critical (the device needs a reset or service); any other XID is a warning.
+  // 48 double-bit ECC, 74 NVLink, 79 fallen off the bus, 92 high single-bit ECC rate,
+  // 94/95 contained/uncontained ECC, 119/120 GSP errors, 140 unrecovered ECC.
+  std::vector<uint64_t> critical = {48, 74, 79, 92, 95, 119, 120, 140};
+  // XIDs ignored altogether (e.g. 13/31/43 application faults, when they are the jobs' business).
+  std::vector<uint64_t> ignore = {};
+  double hold_seconds = 600;
+
+  bool operator==(const XidErrorConfig&) const = default;
+};
+
+struct FirmwareMinimum {
+  std::string vendor;    // "nvidia", "amd", "huawei", "sim"
+  std::string model;     // empty: every model of the vendor
+  std::string firmware;  // minimum firmware version; empty: not checked
+  std::string driver;    // minimum driver version; empty: not checked
+
+  bool operator==(const FirmwareMinimum&) const = default;
+};
+
+struct FirmwareBelowMinimumConfig {
+  bool enabled = true;
+  std::vector<FirmwareMinimum> minimums = {
+      {.vendor = "sim", .model = "", .firmware = "1.0.0", .driver = ""}};
+
+  bool operator==(const FirmwareBelowMinimumConfig&) const = default;
+};
+
+struct DeviceLostConfig {
+  bool enabled = true;
+
+  bool operator==(const DeviceLostConfig&) const = default;
+};
+
+struct Config {
+  MemoryFragmentationConfig memory_fragmentation;
+  HostOomKillConfig host_oom_kill;
+  ThermalThrottlingConfig thermal_throttling;
+  LinkDownConfig link_down;
+  LinkDegradedConfig link_degraded;
+  LinkFlappingConfig link_flapping;
+  JobStallConfig job_stall;
+  ThroughputDropConfig throughput_drop;
+  MemoryLeakConfig memory_leak;
+  EccErrorsConfig ecc_errors;
+  XidErrorConfig xid_error;
+  FirmwareBelowMinimumConfig firmware_below_minimum;
+  DeviceLostConfig device_lost;
+
+  bool operator==(const Config&) const = default;
+};
+
+// Parses a config file; what it does not name keeps its default. Throws ConfigError.
+Config LoadConfig(const std::string& path);
+// The same from text; `name` stands for the file in errors.
+Config ParseConfig(const std::string& yaml, const std::string& name);
+
+}  // namespace accelmon::diagnostics

@@ -1,0 +1,70 @@
+// The diagnostics engine: runs every enabled rule over a stream of reports and keeps the
+// findings they raise. The same engine runs online in the exporter (one report at a time as they
+// are applied) and offline in `accelmon diagnose` (over a recording or JSON Lines).
+//
+// Not thread-safe: the exporter serialises calls (daemon/diagnostics_service.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "diagnostics/config.h"
+#include "diagnostics/rule.h"
+
+namespace accelmon::diagnostics {
+
+enum class Change { kOpened, kEscalated, kClosed };
+
+// Called for every finding that opens, rises in severity or closes (with `end` set).
+using FindingListener = std::function<void(Change, const v1::Finding&)>;
+
+struct EngineStats {
+  uint64_t reports = 0;
+  // Reports not newer than their node's previous one: skipped (rules need time order).
+  uint64_t out_of_order = 0;
+  uint64_t opened = 0;
+  uint64_t closed = 0;
+};
+
+class Engine {
+ public:
+  // Runs the enabled ones of `rules` (tests pass their own).
+  explicit Engine(Config config = {}, std::span<const RuleDefinition> rules = AllRules());
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void set_listener(FindingListener listener) { listener_ = std::move(listener); }
+
+  // Feeds one report. Each node's reports must come in time order; one not newer than the
+  // node's previous report is skipped and counted.
+  void Process(const v1::NodeReport& report);
+
+  // The findings open now, sorted by node, then start, then rule.
+  std::vector<v1::Finding> OpenFindings() const;
+
+  // Forgets a node that went away: closes its open findings at `now_ns` and drops its state.
+  void ForgetNode(const std::string& node, int64_t now_ns);
+
+  // The ids of the rules that run (enabled in the config).
+  std::vector<std::string> rule_ids() const;
+
+  const EngineStats& stats() const { return stats_; }
+  const Config& config() const { return config_; }
+
+ private:
+  struct NodeState;
+  class Context;
+
+  Config config_;
+  std::vector<const RuleDefinition*> rules_;  // enabled ones
+  std::map<std::string, std::unique_ptr<NodeState>, std::less<>> nodes_;
+  FindingListener listener_;
+  EngineStats stats_;
+};
+
+}  // namespace accelmon::diagnostics

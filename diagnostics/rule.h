@@ -1,0 +1,89 @@
+// The contract between the diagnostics engine and its rules.
+//
+// A rule instance belongs to one node and sees that node's reports in time order. On every report
+// it Raises each finding that holds now; the engine opens what was not open and closes what was
+// open but not raised again (unless the finding's device is missing from the report: a device
+// collector that failed one tick must not close and reopen everything). Rules are deterministic:
+// they read only the reports (never the wall clock), so the exporter online and `accelmon
+// diagnose` offline find the same things in the same reports.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "accelmon/v1/diagnostics.pb.h"
+#include "accelmon/v1/telemetry.pb.h"
+#include "diagnostics/config.h"
+
+namespace accelmon::diagnostics {
+
+inline constexpr std::string_view kWarning = "warning";
+inline constexpr std::string_view kCritical = "critical";
+
+// What a finding is about on its node.
+struct Subject {
+  std::string device;       // device index as the `device` label; empty: the node itself
+  std::string device_uuid;  // empty when unknown or about the node
+  std::string link;         // link name; empty unless about one link
+};
+
+// The subject for a device (and optionally one of its links).
+Subject DeviceSubject(const v1::DeviceTelemetry& device, std::string_view link = {});
+
+// How rules key per-device state across reports: the UUID, or "#index" without one.
+std::string DeviceKey(const v1::DeviceTelemetry& device);
+
+// Nanoseconds since the epoch.
+int64_t ToNanos(const google::protobuf::Timestamp& t);
+
+// Evidence constructors.
+v1::Evidence NumberEvidence(std::string_view name, double value, std::string_view unit);
+v1::Evidence TextEvidence(std::string_view name, std::string_view text);
+
+// What a finding says when raised.
+struct Raised {
+  std::string_view severity = kWarning;  // kWarning or kCritical
+  std::string summary;                   // one line: what, where, how bad
+  std::vector<v1::Evidence> evidence;    // the values that made it fire
+  std::string_view plot;  // the metric to plot around it offline (diagnostics/series.h names)
+  std::optional<int64_t> start_ns;  // when the condition began; default: this report's time
+};
+
+// The engine, as a rule sees it while observing one report.
+class RuleContext {
+ public:
+  virtual ~RuleContext() = default;
+  virtual const Config& config() const = 0;
+  // This report's timestamp, nanoseconds since the epoch.
+  virtual int64_t now_ns() const = 0;
+  // Seconds since this node's previous report (0 for its first).
+  virtual double interval_seconds() const = 0;
+  // This rule's finding on `subject` holds now. Opens it if it was not open; an open finding
+  // keeps its start, summary and evidence, but its severity may rise from warning to critical.
+  virtual void Raise(const Subject& subject, Raised raised) = 0;
+  // Whether this rule's finding on `subject` is open (from an earlier report).
+  virtual bool IsOpen(const Subject& subject) const = 0;
+};
+
+class Rule {
+ public:
+  virtual ~Rule() = default;
+  // Observes the node's next report and raises every finding that holds now.
+  virtual void Observe(const v1::NodeReport& report, RuleContext& context) = 0;
+};
+
+struct RuleDefinition {
+  std::string_view id;  // lower snake case, the `rule` label
+  std::unique_ptr<Rule> (*make)(const Config&);
+  bool (*enabled)(const Config&);
+};
+
+// Every rule, in the order of docs/diagnostics.md.
+std::span<const RuleDefinition> AllRules();
+
+}  // namespace accelmon::diagnostics

@@ -1,0 +1,24 @@
+// One factory per rule; each rule lives in the file named after its id.
+#pragma once
+
+#include <memory>
+
+#include "diagnostics/rule.h"
+
+namespace accelmon::diagnostics {
+
+std::unique_ptr<Rule> MakeMemoryFragmentationRule(const Config& config);
+std::unique_ptr<Rule> MakeHostOomKillRule(const Config& config);
+std::unique_ptr<Rule> MakeThermalThrottlingRule(const Config& config);
+std::unique_ptr<Rule> MakeLinkDownRule(const Config& config);
+std::unique_ptr<Rule> MakeLinkDegradedRule(const Config& config);
+std::unique_ptr<Rule> MakeLinkFlappingRule(const Config& config);
+std::unique_ptr<Rule> MakeJobStallRule(const Config& config);
+std::unique_ptr<Rule> MakeThroughputDropRule(const Config& config);
+std::unique_ptr<Rule> MakeMemoryLeakRule(const Config& config);
+std::unique_ptr<Rule> MakeEccErrorsRule(const Config& config);
+std::unique_ptr<Rule> MakeXidErrorRule(const Config& config);
+std::unique_ptr<Rule> MakeFirmwareBelowMinimumRule(const Config& config);
+std::unique_ptr<Rule> MakeDeviceLostRule(const Config& config);
+
+}  // namespace accelmon::diagnostics
