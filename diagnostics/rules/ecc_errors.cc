@@ -1,0 +1,146 @@
+// ecc_errors: new uncorrectable ECC errors or a failed row remap (critical), or corrected errors
+// at a rate that foretells failing memory (warning).
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+constexpr int64_t kHourNs = 3600LL * 1'000'000'000;
+// Less history than this says too little about a rate.
+constexpr int64_t kMinHistoryNs = 300LL * 1'000'000'000;
+
+class EccErrorsRule final : public Rule {
+ public:
+  explicit EccErrorsRule(const EccErrorsConfig& config) : config_(config) {}
+
+  void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    const int64_t now = context.now_ns();
+    const int64_t hold_ns = static_cast<int64_t>(config_.hold_seconds * 1e9);
+    for (const v1::DeviceTelemetry& d : report.devices()) {
+      const v1::DeviceErrors& e = d.errors();
+      State& s = StateFor(d);
+
+      // Uncorrected: any increase over the previous report that had the counter (lower: reset).
+      uint64_t new_uncorrected = 0;
+      if (e.has_ecc_uncorrected_total()) {
+        const uint64_t total = e.ecc_uncorrected_total();
+        if (s.last_uncorrected && total > *s.last_uncorrected) {
+          new_uncorrected = total - *s.last_uncorrected;
+        }
+        s.last_uncorrected = total;
+      }
+
+      // Corrected: the rate over the trailing hour of samples (since the first one if less).
+      std::optional<double> per_hour;
+      if (e.has_ecc_corrected_total()) {
+        const uint64_t total = e.ecc_corrected_total();
+        if (!s.corrected.empty() && total < s.corrected.back().total) s.corrected.clear();
+        s.corrected.push_back({now, total});
+        while (s.corrected.size() > 1 && now - s.corrected[1].ns >= kHourNs) {
+          s.corrected.pop_front();
+        }
+        const Sample& first = s.corrected.front();
+        if (now - first.ns >= kMinHistoryNs) {
+          per_hour = static_cast<double>(total - first.total) * 3.6e12 /
+                     static_cast<double>(now - first.ns);
+        }
+      }
+      const bool fast_corrected = per_hour && *per_hour > config_.corrected_per_hour;
+      const bool remap_failed = e.has_remapped_rows_failure() && e.remapped_rows_failure();
+
+      if (new_uncorrected > 0) s.last_uncorrected_ns = now;
+      if (fast_corrected) s.last_corrected_ns = now;
+      const bool critical_held = s.last_uncorrected_ns && now - *s.last_uncorrected_ns < hold_ns;
+      const bool warning_held = s.last_corrected_ns && now - *s.last_corrected_ns < hold_ns;
+      if (!(new_uncorrected > 0 || fast_corrected || remap_failed || critical_held ||
+            warning_held)) {
+        continue;
+      }
+      const bool critical = new_uncorrected > 0 || remap_failed || critical_held;
+      context.Raise(DeviceSubject(d),
+                    Describe(d, critical, new_uncorrected, per_hour, remap_failed));
+    }
+  }
+
+ private:
+  struct Sample {
+    int64_t ns;
+    uint64_t total;
+  };
+  struct State {
+    std::optional<uint64_t> last_uncorrected;
+    std::deque<Sample> corrected;  // trailing hour, since the last counter reset
+    std::optional<int64_t> last_uncorrected_ns;
+    std::optional<int64_t> last_corrected_ns;
+  };
+
+  State& StateFor(const v1::DeviceTelemetry& d) {
+    const std::string& uuid = d.identity().uuid();
+    if (!uuid.empty()) {
+      auto it = states_.find(uuid);
+      if (it != states_.end()) return it->second;
+    }
+    return states_.try_emplace(DeviceKey(d)).first->second;
+  }
+
+  Raised Describe(const v1::DeviceTelemetry& d, bool critical, uint64_t new_uncorrected,
+                  std::optional<double> per_hour, bool remap_failed) const {
+    const v1::DeviceErrors& e = d.errors();
+    Raised r;
+    r.severity = critical ? kCritical : kWarning;
+    r.plot = critical ? "ecc_uncorrected_total" : "ecc_corrected_total";
+    r.summary = "device " + std::to_string(d.identity().index());
+    std::string sep = " ";
+    if (new_uncorrected > 0) {
+      r.summary += sep + std::to_string(new_uncorrected) + " new uncorrectable ECC error" +
+                   (new_uncorrected == 1 ? "" : "s");
+      sep = ", ";
+    }
+    if (remap_failed) {
+      r.summary += sep + "row remapping failed";
+      sep = ", ";
+    }
+    if (per_hour && *per_hour > config_.corrected_per_hour) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.0f corrected ECC errors/h", *per_hour);
+      r.summary += sep + buf;
+      sep = ", ";
+    }
+    if (sep == " ") r.summary += " ECC errors recently";
+
+    if (new_uncorrected > 0) {
+      r.evidence.push_back(
+          NumberEvidence("ecc_uncorrected_new", static_cast<double>(new_uncorrected), "count"));
+    }
+    if (e.has_ecc_uncorrected_total()) {
+      r.evidence.push_back(NumberEvidence("ecc_uncorrected_total",
+                                          static_cast<double>(e.ecc_uncorrected_total()), "count"));
+    }
+    if (per_hour) {
+      r.evidence.push_back(NumberEvidence("ecc_corrected_per_hour", *per_hour, "count_per_hour"));
+    }
+    if (e.has_ecc_corrected_total()) {
+      r.evidence.push_back(NumberEvidence("ecc_corrected_total",
+                                          static_cast<double>(e.ecc_corrected_total()), "count"));
+    }
+    if (remap_failed) r.evidence.push_back(TextEvidence("remapped_rows_failure", "true"));
+    return r;
+  }
+
+  const EccErrorsConfig config_;
+  std::map<std::string, State, std::less<>> states_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeEccErrorsRule(const Config& config) {
+  return std::make_unique<EccErrorsRule>(config.ecc_errors);
+}
+
+}  // namespace accelmon::diagnostics

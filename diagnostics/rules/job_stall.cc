@@ -1,0 +1,288 @@
+// job_stall: the hung collective. Every device of the node (or of one pushed job) that was busy is
+// now idle, its links are silent and it still holds its memory, for a while: the ranks wait on
+// each other and nobody makes progress. A job that ends frees its memory (or its processes go
+// away); a checkpoint pause is shorter than `for`.
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+// State by name, found in O(1) while reports keep their order (the common case) and by a scan
+// otherwise. A deque, so that references stay valid as slots are added.
+template <typename T>
+class Slots {
+ public:
+  T& Get(int position, std::string_view name) {
+    const size_t p = static_cast<size_t>(position);
+    if (p < slots_.size() && slots_[p].first == name) return slots_[p].second;
+    for (auto& slot : slots_) {
+      if (slot.first == name) return slot.second;
+    }
+    return slots_.emplace_back(std::string(name), T{}).second;
+  }
+
+ private:
+  std::deque<std::pair<std::string, T>> slots_;
+};
+
+// A link's tx+rx byte rate between consecutive reports.
+struct ByteCounters {
+  bool seen = false;
+  bool has_tx = false;
+  bool has_rx = false;
+  uint64_t tx = 0;
+  uint64_t rx = 0;
+  int64_t ns = 0;
+
+  // The rate since the previous call; nullopt when unknown (no counters in both reports, or a
+  // counter went down: a reset, whose interval is skipped).
+  std::optional<double> Update(const v1::Link& link, int64_t now_ns) {
+    std::optional<double> rate;
+    if (seen && now_ns > ns) {
+      bool any = false;
+      bool reset = false;
+      double delta = 0;
+      if (has_tx && link.has_transmit_bytes_total()) {
+        any = true;
+        reset |= link.transmit_bytes_total() < tx;
+        delta += static_cast<double>(link.transmit_bytes_total() - tx);
+      }
+      if (has_rx && link.has_receive_bytes_total()) {
+        any = true;
+        reset |= link.receive_bytes_total() < rx;
+        delta += static_cast<double>(link.receive_bytes_total() - rx);
+      }
+      if (any && !reset) rate = delta / (static_cast<double>(now_ns - ns) / 1e9);
+    }
+    seen = true;
+    has_tx = link.has_transmit_bytes_total();
+    has_rx = link.has_receive_bytes_total();
+    tx = link.transmit_bytes_total();
+    rx = link.receive_bytes_total();
+    ns = now_ns;
+    return rate;
+  }
+};
+
+// "2m10s", "45s", "1h2m".
+std::string FormatDuration(double seconds) {
+  const int64_t s = static_cast<int64_t>(seconds);
+  char buf[48];
+  if (s >= 3600) {
+    std::snprintf(buf, sizeof buf, "%" PRId64 "h%" PRId64 "m", s / 3600, s % 3600 / 60);
+  } else if (s >= 60) {
+    std::snprintf(buf, sizeof buf, "%" PRId64 "m%" PRId64 "s", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%" PRId64 "s", s);
+  }
+  return buf;
+}
+
+class JobStallRule final : public Rule {
+ public:
+  explicit JobStallRule(const JobStallConfig& config) : config_(config) {}
+
+  void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    const int64_t now = context.now_ns();
+    bool by_job = false;
+    for (const v1::DeviceTelemetry& device : report.devices()) {
+      if (!JobOf(device).empty()) by_job = true;
+    }
+    for (auto& [job, group] : groups_) group.Clear();
+
+    for (int i = 0; i < report.devices_size(); ++i) {
+      const v1::DeviceTelemetry& device = report.devices(i);
+      DeviceState& d = StateOf(i, device);
+      // Link rates must be followed every report, whatever the device's state.
+      bool links_busy = false;
+      size_t links_judged = 0;
+      for (int j = 0; j < device.links_size(); ++j) {
+        const v1::Link& link = device.links(j);
+        const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);
+        if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
+            link.max_bandwidth_bytes_per_second() <= 0) {
+          continue;  // no counters or capacity: not judged
+        }
+        ++links_judged;
+        if (*rate >= config_.silent_link_share * link.max_bandwidth_bytes_per_second()) {
+          links_busy = true;
+        }
+      }
+
+      const std::string_view job = by_job ? JobOf(device) : std::string_view();
+      if (by_job && job.empty()) {
+        // Its job's processes went away: that job ended on this device.
+        if (d.busy && !d.busy_job.empty()) {
+          if (Group* g = FindGroup(d.busy_job)) g->ended = true;
+          d.busy = false;
+        }
+        continue;
+      }
+      Group& g = GroupOf(job);
+      if (!device.utilization().has_compute_ratio()) continue;  // absent: not judged
+      g.reporting = true;
+      const double compute = device.utilization().compute_ratio();
+      const bool has_used = device.memory().has_used_bytes();
+      const double used = static_cast<double>(device.memory().used_bytes());
+      if (compute >= config_.busy_ratio) {
+        d.busy = true;
+        d.busy_used_known = has_used;
+        d.busy_used = used;
+        d.busy_had_processes = device.processes_size() > 0;
+        d.busy_job.assign(job);
+      }
+      if (compute >= config_.idle_ratio) {
+        g.active = true;
+        continue;
+      }
+      if (!d.busy) continue;  // never busy (an unused device): not part of the job
+      if (d.busy_job != job || (d.busy_had_processes && device.processes_size() == 0)) {
+        g.ended = true;  // another job, or its processes went away
+        d.busy = false;
+        continue;
+      }
+      if (!has_used || !d.busy_used_known) {
+        g.memory_unknown = true;
+      } else if (used < config_.memory_kept_share * d.busy_used) {
+        g.ended = true;  // memory freed: the job ended
+        d.busy = false;
+        continue;
+      } else {
+        g.memory_sum += used;
+        ++g.memory_devices;
+      }
+      ++g.idle_devices;
+      g.max_compute = std::max(g.max_compute, compute);
+      g.links_busy |= links_busy;
+      g.links_judged += links_judged;
+    }
+
+    for (auto it = groups_.begin(); it != groups_.end();) {
+      Group& g = it->second;
+      if (!g.seen) {
+        it = groups_.erase(it);
+        continue;
+      }
+      if (g.active || g.ended || g.links_busy || (g.reporting && g.idle_devices == 0)) {
+        g.idle_since_ns.reset();
+      } else if (g.idle_devices > 0 && !g.memory_unknown && !g.idle_since_ns) {
+        g.idle_since_ns = now;
+      }
+      // Otherwise unknown (no utilization, memory absent): the state holds.
+      if (g.idle_since_ns &&
+          static_cast<double>(now - *g.idle_since_ns) / 1e9 >= config_.for_seconds) {
+        RaiseFor(it->first, g, by_job, context);
+      }
+      ++it;
+    }
+  }
+
+ private:
+  struct DeviceState {
+    bool busy = false;  // busy since it last ended; the fields below are from its last busy report
+    bool busy_used_known = false;
+    double busy_used = 0;
+    bool busy_had_processes = false;
+    std::string busy_job;
+    Slots<ByteCounters> links;  // by link name
+  };
+
+  // One job's devices on this node (or all devices: job ""), accumulated over one report.
+  struct Group {
+    bool seen = false;
+    bool reporting = false;  // some device reports utilization
+    bool active = false;     // some device is not idle
+    bool ended = false;
+    bool links_busy = false;
+    bool memory_unknown = false;
+    size_t idle_devices = 0;  // idle after being busy, memory held
+    size_t links_judged = 0;
+    size_t memory_devices = 0;  // of the idle ones, with memory known
+    double memory_sum = 0;
+    double max_compute = 0;
+    std::optional<int64_t> idle_since_ns;  // kept across reports
+
+    void Clear() {
+      seen = reporting = active = ended = links_busy = memory_unknown = false;
+      idle_devices = links_judged = memory_devices = 0;
+      memory_sum = max_compute = 0;
+    }
+  };
+
+  static std::string_view JobOf(const v1::DeviceTelemetry& device) {
+    for (const v1::ProcessMemory& p : device.processes()) {
+      if (!p.job().empty()) return p.job();
+    }
+    return {};
+  }
+
+  DeviceState& StateOf(int position, const v1::DeviceTelemetry& device) {
+    std::string_view key = device.identity().uuid();
+    if (key.empty()) {
+      device_key_.assign("#");
+      device_key_ += std::to_string(device.identity().index());
+      key = device_key_;
+    }
+    return devices_.Get(position, key);
+  }
+
+  Group* FindGroup(std::string_view job) {
+    auto it = groups_.find(job);
+    return it == groups_.end() ? nullptr : &it->second;
+  }
+
+  Group& GroupOf(std::string_view job) {
+    auto it = groups_.find(job);
+    if (it == groups_.end()) it = groups_.try_emplace(std::string(job)).first;
+    it->second.seen = true;
+    return it->second;
+  }
+
+  void RaiseFor(const std::string& job, const Group& g, bool by_job, RuleContext& context) {
+    const double idle_for = static_cast<double>(context.now_ns() - *g.idle_since_ns) / 1e9;
+    const double memory_avg =
+        g.memory_devices == 0 ? 0 : g.memory_sum / static_cast<double>(g.memory_devices);
+    const std::string memory =
+        std::to_string(std::llround(memory_avg / (1024.0 * 1024 * 1024))) + " GiB";
+    Raised raised;
+    raised.severity = kCritical;
+    raised.plot = "compute_ratio";
+    raised.start_ns = g.idle_since_ns;
+    raised.summary = (by_job ? "job " + job + ": all " : std::string("all ")) +
+                     std::to_string(g.idle_devices) + " devices idle for " +
+                     FormatDuration(idle_for) + " with memory held (" + memory + " avg), " +
+                     (g.links_judged > 0 ? "links silent" : "link traffic unknown") +
+                     " — hung collective?";
+    if (by_job) raised.evidence.push_back(TextEvidence("job", job));
+    raised.evidence.push_back(
+        NumberEvidence("idle_devices", static_cast<double>(g.idle_devices), "count"));
+    raised.evidence.push_back(NumberEvidence("idle_for", idle_for, "seconds"));
+    raised.evidence.push_back(NumberEvidence("compute_ratio_max", g.max_compute, "ratio"));
+    raised.evidence.push_back(NumberEvidence("memory_used_avg", memory_avg, "bytes"));
+    raised.evidence.push_back(
+        NumberEvidence("links_silent", static_cast<double>(g.links_judged), "count"));
+    context.Raise(Subject{}, std::move(raised));
+  }
+
+  const JobStallConfig config_;
+  Slots<DeviceState> devices_;  // by DeviceKey
+  std::map<std::string, Group, std::less<>> groups_;
+  std::string device_key_;  // scratch
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeJobStallRule(const Config& config) {
+  return std::make_unique<JobStallRule>(config.job_stall);
+}
+
+}  // namespace accelmon::diagnostics

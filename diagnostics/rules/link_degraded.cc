@@ -1,0 +1,304 @@
+// link_degraded: a link that lost capacity (bandwidth or PCIe generation x width below the best it
+// has reported: raised at once, capacity drops are discrete), or that carries much less traffic
+// than its busy siblings of the same kind for a while (a link the traffic routes around).
+#include <algorithm>
+#include <array>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+// State by name, found in O(1) while reports keep their order (the common case) and by a scan
+// otherwise. A deque, so that references stay valid as slots are added.
+template <typename T>
+class Slots {
+ public:
+  T& Get(int position, std::string_view name) {
+    const size_t p = static_cast<size_t>(position);
+    if (p < slots_.size() && slots_[p].first == name) return slots_[p].second;
+    for (auto& slot : slots_) {
+      if (slot.first == name) return slot.second;
+    }
+    return slots_.emplace_back(std::string(name), T{}).second;
+  }
+
+ private:
+  std::deque<std::pair<std::string, T>> slots_;
+};
+
+// A link's tx+rx byte rate between consecutive reports.
+struct ByteCounters {
+  bool seen = false;
+  bool has_tx = false;
+  bool has_rx = false;
+  uint64_t tx = 0;
+  uint64_t rx = 0;
+  int64_t ns = 0;
+
+  // The rate since the previous call; nullopt when unknown (no counters in both reports, or a
+  // counter went down: a reset, whose interval is skipped).
+  std::optional<double> Update(const v1::Link& link, int64_t now_ns) {
+    std::optional<double> rate;
+    if (seen && now_ns > ns) {
+      bool any = false;
+      bool reset = false;
+      double delta = 0;
+      if (has_tx && link.has_transmit_bytes_total()) {
+        any = true;
+        reset |= link.transmit_bytes_total() < tx;
+        delta += static_cast<double>(link.transmit_bytes_total() - tx);
+      }
+      if (has_rx && link.has_receive_bytes_total()) {
+        any = true;
+        reset |= link.receive_bytes_total() < rx;
+        delta += static_cast<double>(link.receive_bytes_total() - rx);
+      }
+      if (any && !reset) rate = delta / (static_cast<double>(now_ns - ns) / 1e9);
+    }
+    seen = true;
+    has_tx = link.has_transmit_bytes_total();
+    has_rx = link.has_receive_bytes_total();
+    tx = link.transmit_bytes_total();
+    rx = link.receive_bytes_total();
+    ns = now_ns;
+    return rate;
+  }
+};
+
+class LinkDegradedRule final : public Rule {
+ public:
+  explicit LinkDegradedRule(const LinkDegradedConfig& config) : config_(config) {}
+
+  void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    for (int i = 0; i < report.devices_size(); ++i) {
+      const v1::DeviceTelemetry& device = report.devices(i);
+      if (device.links().empty()) continue;
+      ObserveGroup(devices_.Get(i, DeviceKeyOf(device)), &device, device.links(), context);
+    }
+    if (!report.host().links().empty()) {
+      ObserveGroup(host_, nullptr, report.host().links(), context);
+    }
+  }
+
+ private:
+  struct LinkState {
+    ByteCounters counters;
+    double best_bandwidth = 0;
+    uint32_t best_pcie_generation = 0;
+    uint32_t best_pcie_width = 0;
+    std::optional<int64_t> capacity_low_since_ns;
+    std::optional<int64_t> traffic_low_since_ns;
+    // The last traffic comparison made, for the evidence when the rate is unknown now.
+    double rate = 0;
+    double sibling_median = 0;
+    size_t siblings = 0;
+  };
+
+  struct Entry {
+    const v1::Link* link;
+    LinkState* state;
+    std::optional<double> rate;
+    bool up;  // known up
+    bool busy;
+  };
+
+  // The busy up links of one kind in the group being judged.
+  struct KindStats {
+    size_t busy = 0;
+    double largest = 0;
+    double second = 0;  // the second largest (the largest without the largest link)
+  };
+  static constexpr size_t kKinds = 8;
+  static size_t KindSlot(v1::LinkKind kind) {
+    const auto k = static_cast<size_t>(kind);
+    return k < kKinds ? k : 0;
+  }
+
+  std::string_view DeviceKeyOf(const v1::DeviceTelemetry& device) {
+    if (!device.identity().uuid().empty()) return device.identity().uuid();
+    device_key_.assign("#");
+    device_key_ += std::to_string(device.identity().index());
+    return device_key_;
+  }
+
+  void ObserveGroup(Slots<LinkState>& states, const v1::DeviceTelemetry* device,
+                    const google::protobuf::RepeatedPtrField<v1::Link>& links,
+                    RuleContext& context) {
+    const int64_t now = context.now_ns();
+    entries_.clear();
+    for (int j = 0; j < links.size(); ++j) {
+      const v1::Link& link = links.Get(j);
+      LinkState& s = states.Get(j, link.name());
+      Entry e{.link = &link,
+              .state = &s,
+              .rate = s.counters.Update(link, now),
+              .up = link.has_up() && link.up(),
+              .busy = false};
+      if (e.rate) {
+        const bool has_capacity =
+            link.has_max_bandwidth_bytes_per_second() && link.max_bandwidth_bytes_per_second() > 0;
+        e.busy = has_capacity
+                     ? *e.rate >= config_.busy_share * link.max_bandwidth_bytes_per_second()
+                     : *e.rate > 0;
+      }
+      entries_.push_back(e);
+    }
+    kinds_.fill(KindStats{});
+    for (const Entry& e : entries_) {
+      if (!e.up || !e.busy) continue;
+      KindStats& k = kinds_[KindSlot(e.link->kind())];
+      ++k.busy;
+      if (*e.rate >= k.largest) {
+        k.second = k.largest;
+        k.largest = *e.rate;
+      } else {
+        k.second = std::max(k.second, *e.rate);
+      }
+    }
+    for (const Entry& e : entries_) Judge(e, device, context);
+  }
+
+  void Judge(const Entry& e, const v1::DeviceTelemetry* device, RuleContext& context) {
+    const v1::Link& link = *e.link;
+    LinkState& s = *e.state;
+    const int64_t now = context.now_ns();
+
+    // (a) Capacity, judged while the link is not known down (down is link_down's business).
+    bool capacity_low = false;
+    double bandwidth_now = 0;
+    uint32_t pcie_now = 0;
+    if (!link.has_up() || link.up()) {
+      if (link.has_max_bandwidth_bytes_per_second()) {
+        bandwidth_now = link.max_bandwidth_bytes_per_second();
+        s.best_bandwidth = std::max(s.best_bandwidth, bandwidth_now);
+        capacity_low |= bandwidth_now < config_.capacity_share * s.best_bandwidth;
+      }
+      if (link.kind() == v1::LINK_KIND_PCIE && link.has_pcie_generation() &&
+          link.has_pcie_width()) {
+        pcie_now = link.pcie_generation() * link.pcie_width();
+        if (pcie_now > s.best_pcie_generation * s.best_pcie_width) {
+          s.best_pcie_generation = link.pcie_generation();
+          s.best_pcie_width = link.pcie_width();
+        }
+        capacity_low |=
+            pcie_now < config_.capacity_share * s.best_pcie_generation * s.best_pcie_width;
+      }
+    }
+    if (capacity_low) {
+      if (!s.capacity_low_since_ns) s.capacity_low_since_ns = now;
+    } else {
+      s.capacity_low_since_ns.reset();
+    }
+
+    // (b) Traffic against the median of its busy siblings. An unknown own rate (a counter reset)
+    // keeps the timer as it was.
+    if (e.rate) {
+      bool low = false;
+      if (e.up) {
+        // The median is at most the largest sibling: most links are dismissed without it.
+        const KindStats& k = kinds_[KindSlot(link.kind())];
+        const bool counted = e.up && e.busy;
+        const size_t n = k.busy - (counted ? 1 : 0);
+        const double largest = counted && *e.rate >= k.largest ? k.second : k.largest;
+        rates_.clear();
+        if (n >= 2 && *e.rate < config_.traffic_share * largest) {
+          for (const Entry& o : entries_) {
+            if (&o == &e || o.link->kind() != link.kind() || !o.up || !o.busy) continue;
+            rates_.push_back(*o.rate);
+          }
+        }
+        if (const size_t m = rates_.size(); m >= 2) {
+          std::sort(rates_.begin(), rates_.end());
+          const double median =
+              m % 2 == 1 ? rates_[m / 2] : (rates_[m / 2 - 1] + rates_[m / 2]) / 2;
+          low = *e.rate < config_.traffic_share * median;
+          s.rate = *e.rate;
+          s.sibling_median = median;
+          s.siblings = m;
+        }
+      }
+      if (!low) {
+        s.traffic_low_since_ns.reset();
+      } else if (!s.traffic_low_since_ns) {
+        s.traffic_low_since_ns = now;
+      }
+    }
+    const bool traffic_low =
+        s.traffic_low_since_ns &&
+        static_cast<double>(now - *s.traffic_low_since_ns) / 1e9 >= config_.for_seconds;
+    if (!capacity_low && !traffic_low) return;
+
+    const Subject subject = device != nullptr
+                                ? DeviceSubject(*device, link.name())
+                                : Subject{.device = {}, .device_uuid = {}, .link = link.name()};
+    const std::string where = device != nullptr
+                                  ? " of device " + std::to_string(device->identity().index())
+                                  : std::string(" of the host");
+    Raised raised;
+    raised.plot = "link_bytes_per_second";
+    if (capacity_low) {
+      raised.start_ns = s.capacity_low_since_ns;
+      const bool pcie_low =
+          pcie_now > 0 &&
+          pcie_now < config_.capacity_share * s.best_pcie_generation * s.best_pcie_width;
+      if (pcie_low) {
+        raised.summary = "link " + link.name() + where + " down-trained to PCIe gen" +
+                         std::to_string(link.pcie_generation()) + " x" +
+                         std::to_string(link.pcie_width()) + " (was gen" +
+                         std::to_string(s.best_pcie_generation) + " x" +
+                         std::to_string(s.best_pcie_width) + ")";
+        raised.evidence.push_back(NumberEvidence("pcie_generation", link.pcie_generation(), ""));
+        raised.evidence.push_back(NumberEvidence("pcie_width", link.pcie_width(), "lanes"));
+        raised.evidence.push_back(
+            NumberEvidence("best_pcie_generation", s.best_pcie_generation, ""));
+        raised.evidence.push_back(NumberEvidence("best_pcie_width", s.best_pcie_width, "lanes"));
+      } else {
+        raised.summary = "link " + link.name() + where + " capacity at " +
+                         std::to_string(static_cast<int>(100 * bandwidth_now / s.best_bandwidth)) +
+                         "% of its best";
+      }
+      if (link.has_max_bandwidth_bytes_per_second()) {
+        raised.evidence.push_back(
+            NumberEvidence("max_bandwidth", bandwidth_now, "bytes_per_second"));
+        raised.evidence.push_back(
+            NumberEvidence("best_max_bandwidth", s.best_bandwidth, "bytes_per_second"));
+      }
+    } else {
+      raised.start_ns = s.traffic_low_since_ns;
+      const double seconds = static_cast<double>(now - *s.traffic_low_since_ns) / 1e9;
+      raised.summary = "link " + link.name() + where + " carries " +
+                       std::to_string(static_cast<int>(100 * s.rate / s.sibling_median)) +
+                       "% of the median of its " + std::to_string(s.siblings) +
+                       " busy siblings for " + std::to_string(static_cast<int64_t>(seconds)) + " s";
+      raised.evidence.push_back(NumberEvidence("link_rate", s.rate, "bytes_per_second"));
+      raised.evidence.push_back(
+          NumberEvidence("sibling_median_rate", s.sibling_median, "bytes_per_second"));
+      raised.evidence.push_back(
+          NumberEvidence("busy_siblings", static_cast<double>(s.siblings), "count"));
+      raised.evidence.push_back(NumberEvidence("low_for", seconds, "seconds"));
+    }
+    context.Raise(subject, std::move(raised));
+  }
+
+  const LinkDegradedConfig config_;
+  Slots<Slots<LinkState>> devices_;  // by DeviceKey, then link name
+  Slots<LinkState> host_;
+  std::vector<Entry> entries_;           // scratch, reused across reports
+  std::vector<double> rates_;            // scratch
+  std::array<KindStats, kKinds> kinds_;  // scratch
+  std::string device_key_;               // scratch
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeLinkDegradedRule(const Config& config) {
+  return std::make_unique<LinkDegradedRule>(config.link_degraded);
+}
+
+}  // namespace accelmon::diagnostics

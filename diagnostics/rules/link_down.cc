@@ -1,0 +1,124 @@
+// link_down: a link that has been seen up now reports down. A link never seen up (an unused NIC
+// that is down from the start) is not a finding; an absent `up` changes nothing.
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+// State by name, found in O(1) while reports keep their order (the common case) and by a scan
+// otherwise. A deque, so that references stay valid as slots are added.
+template <typename T>
+class Slots {
+ public:
+  T& Get(int position, std::string_view name) {
+    const size_t p = static_cast<size_t>(position);
+    if (p < slots_.size() && slots_[p].first == name) return slots_[p].second;
+    for (auto& slot : slots_) {
+      if (slot.first == name) return slot.second;
+    }
+    return slots_.emplace_back(std::string(name), T{}).second;
+  }
+
+ private:
+  std::deque<std::pair<std::string, T>> slots_;
+};
+
+std::string_view KindName(v1::LinkKind kind) {
+  switch (kind) {
+    case v1::LINK_KIND_NVLINK:
+      return "NVLink";
+    case v1::LINK_KIND_HCCS:
+      return "HCCS";
+    case v1::LINK_KIND_XGMI:
+      return "xGMI";
+    case v1::LINK_KIND_PCIE:
+      return "PCIe";
+    case v1::LINK_KIND_INFINIBAND:
+      return "InfiniBand";
+    case v1::LINK_KIND_ROCE:
+      return "RoCE";
+    case v1::LINK_KIND_ETHERNET:
+      return "Ethernet";
+    default:
+      return "link";
+  }
+}
+
+class LinkDownRule final : public Rule {
+ public:
+  void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    for (int i = 0; i < report.devices_size(); ++i) {
+      const v1::DeviceTelemetry& device = report.devices(i);
+      Slots<LinkState>& links = devices_.Get(i, DeviceKeyOf(device));
+      for (int j = 0; j < device.links_size(); ++j) {
+        const v1::Link& link = device.links(j);
+        ObserveLink(links.Get(j, link.name()), &device, link, context);
+      }
+    }
+    for (int j = 0; j < report.host().links_size(); ++j) {
+      const v1::Link& link = report.host().links(j);
+      ObserveLink(host_.Get(j, link.name()), nullptr, link, context);
+    }
+  }
+
+ private:
+  struct LinkState {
+    bool seen_up = false;
+    bool down = false;  // last known state
+    int64_t down_since_ns = 0;
+  };
+
+  // DeviceKey() without allocating on the common path (a UUID is used as is).
+  std::string_view DeviceKeyOf(const v1::DeviceTelemetry& device) {
+    if (!device.identity().uuid().empty()) return device.identity().uuid();
+    device_key_.assign("#");
+    device_key_ += std::to_string(device.identity().index());
+    return device_key_;
+  }
+
+  void ObserveLink(LinkState& s, const v1::DeviceTelemetry* device, const v1::Link& link,
+                   RuleContext& context) {
+    if (link.has_up()) {
+      if (link.up()) {
+        s.seen_up = true;
+        s.down = false;
+      } else if (!s.down) {
+        s.down = true;
+        s.down_since_ns = context.now_ns();
+      }
+    }
+    if (!s.down || !s.seen_up) return;
+
+    Raised raised;
+    raised.severity = kCritical;
+    raised.plot = "link_up";
+    raised.start_ns = s.down_since_ns;
+    raised.summary = std::string(KindName(link.kind())) + " link " + link.name();
+    if (device != nullptr) {
+      raised.summary += " of device " + std::to_string(device->identity().index());
+    } else {
+      raised.summary += " of the host";
+    }
+    raised.summary += " is down (it was up before)";
+    raised.evidence.push_back(NumberEvidence("link_up", 0, "bool"));
+    raised.evidence.push_back(TextEvidence("link_kind", KindName(link.kind())));
+    if (!link.peer().empty()) raised.evidence.push_back(TextEvidence("peer", link.peer()));
+    context.Raise(device != nullptr ? DeviceSubject(*device, link.name())
+                                    : Subject{.device = {}, .device_uuid = {}, .link = link.name()},
+                  std::move(raised));
+  }
+
+  Slots<Slots<LinkState>> devices_;  // by DeviceKey, then link name
+  Slots<LinkState> host_;
+  std::string device_key_;  // scratch
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeLinkDownRule(const Config&) { return std::make_unique<LinkDownRule>(); }
+
+}  // namespace accelmon::diagnostics

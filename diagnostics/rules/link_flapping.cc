@@ -1,0 +1,111 @@
+// link_flapping: a link whose up/down state changed `changes` times within the trailing window.
+// Changes are counted between consecutive known values (an absent `up` is skipped, not a change).
+#include <deque>
+#include <string>
+#include <utility>
+
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+// State by name, found in O(1) while reports keep their order (the common case) and by a scan
+// otherwise. A deque, so that references stay valid as slots are added.
+template <typename T>
+class Slots {
+ public:
+  T& Get(int position, std::string_view name) {
+    const size_t p = static_cast<size_t>(position);
+    if (p < slots_.size() && slots_[p].first == name) return slots_[p].second;
+    for (auto& slot : slots_) {
+      if (slot.first == name) return slot.second;
+    }
+    return slots_.emplace_back(std::string(name), T{}).second;
+  }
+
+ private:
+  std::deque<std::pair<std::string, T>> slots_;
+};
+
+class LinkFlappingRule final : public Rule {
+ public:
+  explicit LinkFlappingRule(const LinkFlappingConfig& config)
+      : changes_(config.changes),
+        window_ns_(static_cast<int64_t>(config.window_seconds * 1e9)),
+        window_seconds_(config.window_seconds) {}
+
+  void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    for (int i = 0; i < report.devices_size(); ++i) {
+      const v1::DeviceTelemetry& device = report.devices(i);
+      Slots<LinkState>& links = devices_.Get(i, DeviceKeyOf(device));
+      for (int j = 0; j < device.links_size(); ++j) {
+        const v1::Link& link = device.links(j);
+        ObserveLink(links.Get(j, link.name()), &device, link, context);
+      }
+    }
+    for (int j = 0; j < report.host().links_size(); ++j) {
+      const v1::Link& link = report.host().links(j);
+      ObserveLink(host_.Get(j, link.name()), nullptr, link, context);
+    }
+  }
+
+ private:
+  struct LinkState {
+    bool known = false;
+    bool up = false;
+    std::deque<int64_t> changes_ns;  // within the window, oldest first
+  };
+
+  std::string_view DeviceKeyOf(const v1::DeviceTelemetry& device) {
+    if (!device.identity().uuid().empty()) return device.identity().uuid();
+    device_key_.assign("#");
+    device_key_ += std::to_string(device.identity().index());
+    return device_key_;
+  }
+
+  void ObserveLink(LinkState& s, const v1::DeviceTelemetry* device, const v1::Link& link,
+                   RuleContext& context) {
+    const int64_t now = context.now_ns();
+    if (link.has_up()) {
+      if (s.known && s.up != link.up()) s.changes_ns.push_back(now);
+      s.known = true;
+      s.up = link.up();
+    }
+    while (!s.changes_ns.empty() && s.changes_ns.front() <= now - window_ns_) {
+      s.changes_ns.pop_front();
+    }
+    if (changes_ == 0 || s.changes_ns.size() < changes_) return;
+
+    Raised raised;
+    raised.plot = "link_up";
+    raised.start_ns = s.changes_ns.front();
+    const std::string where = device != nullptr
+                                  ? " of device " + std::to_string(device->identity().index())
+                                  : std::string(" of the host");
+    raised.summary = "link " + link.name() + where +
+                     " flapping: " + std::to_string(s.changes_ns.size()) + " up/down changes in " +
+                     std::to_string(static_cast<int64_t>(window_seconds_)) + " s";
+    raised.evidence.push_back(
+        NumberEvidence("changes", static_cast<double>(s.changes_ns.size()), "count"));
+    raised.evidence.push_back(NumberEvidence("window", window_seconds_, "seconds"));
+    raised.evidence.push_back(NumberEvidence("link_up", s.up ? 1 : 0, "bool"));
+    context.Raise(device != nullptr ? DeviceSubject(*device, link.name())
+                                    : Subject{.device = {}, .device_uuid = {}, .link = link.name()},
+                  std::move(raised));
+  }
+
+  const uint32_t changes_;
+  const int64_t window_ns_;
+  const double window_seconds_;
+  Slots<Slots<LinkState>> devices_;  // by DeviceKey, then link name
+  Slots<LinkState> host_;
+  std::string device_key_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeLinkFlappingRule(const Config& config) {
+  return std::make_unique<LinkFlappingRule>(config.link_flapping);
+}
+
+}  // namespace accelmon::diagnostics

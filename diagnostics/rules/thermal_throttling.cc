@@ -1,0 +1,149 @@
+// thermal_throttling: a device slows itself down (or is about to) because of heat or a power cap,
+// for long enough to cost throughput. Brief spikes do not count.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+std::string Celsius(double c) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%.0f °C", c);
+  return buf;
+}
+
+std::string Seconds(double s) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%.0f s", s);
+  return buf;
+}
+
+bool ReasonActive(const v1::DeviceThermal& t, const std::string& reason) {
+  auto it = t.throttle_reasons().find(reason);
+  return it != t.throttle_reasons().end() && it->second;
+}
+
+class ThermalThrottlingRule final : public Rule {
+ public:
+  explicit ThermalThrottlingRule(const ThermalThrottlingConfig& config) : config_(config) {}
+
+  void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    const int64_t now = context.now_ns();
+    for (const v1::DeviceTelemetry& d : report.devices()) {
+      const v1::DeviceThermal& t = d.thermal();
+      State& s = StateFor(d);
+
+      // Each configured reason's own continuous run: one flickering reason does not extend
+      // another's.
+      int64_t start = -1;
+      for (size_t i = 0; i < config_.reasons.size(); ++i) {
+        if (!ReasonActive(t, config_.reasons[i])) {
+          s.reason_since[i] = -1;
+          continue;
+        }
+        if (s.reason_since[i] < 0) s.reason_since[i] = now;
+        if (static_cast<double>(now - s.reason_since[i]) >= config_.for_seconds * 1e9) {
+          start = start < 0 ? s.reason_since[i] : std::min(start, s.reason_since[i]);
+        }
+      }
+
+      // Near the slowdown threshold (needs the threshold; an absent temperature does not
+      // count). The threshold is the core's: HBM runs hotter by design and has limits of its
+      // own that the sources do not report, so the memory temperature is not compared with it.
+      bool near = false;
+      bool at_threshold = false;
+      if (t.has_slowdown_threshold_celsius() && t.has_core_celsius()) {
+        const double threshold = t.slowdown_threshold_celsius();
+        near = t.core_celsius() >= threshold - config_.margin_celsius;
+        at_threshold = t.core_celsius() >= threshold;
+      }
+      if (!near) {
+        s.near_since = -1;
+      } else {
+        if (s.near_since < 0) s.near_since = now;
+        if (static_cast<double>(now - s.near_since) >= config_.margin_for_seconds * 1e9) {
+          start = start < 0 ? s.near_since : std::min(start, s.near_since);
+        }
+      }
+
+      if (start < 0) continue;
+      const bool hardware = ReasonActive(t, "hw_thermal") || ReasonActive(t, "hw_slowdown");
+      context.Raise(DeviceSubject(d),
+                    Describe(d, at_threshold || hardware ? kCritical : kWarning, start, now));
+    }
+  }
+
+ private:
+  struct State {
+    std::vector<int64_t> reason_since;  // parallel to config_.reasons; -1: not active
+    int64_t near_since = -1;            // -1: not near the threshold
+  };
+
+  State& StateFor(const v1::DeviceTelemetry& d) {
+    const std::string& uuid = d.identity().uuid();
+    if (!uuid.empty()) {
+      auto it = states_.find(uuid);
+      if (it != states_.end()) return it->second;
+    }
+    auto [it, inserted] = states_.try_emplace(DeviceKey(d));
+    if (inserted) it->second.reason_since.assign(config_.reasons.size(), -1);
+    return it->second;
+  }
+
+  Raised Describe(const v1::DeviceTelemetry& d, std::string_view severity, int64_t start,
+                  int64_t now) const {
+    const v1::DeviceThermal& t = d.thermal();
+    Raised r;
+    r.severity = severity;
+    r.plot = "core_celsius";
+    r.start_ns = start;
+    // Protobuf maps iterate in no fixed order: sort for deterministic text.
+    std::vector<std::string> active;
+    for (const auto& [reason, on] : t.throttle_reasons()) {
+      if (on) active.push_back(reason);
+    }
+    std::sort(active.begin(), active.end());
+    std::string reasons;
+    for (const std::string& a : active) reasons += (reasons.empty() ? "" : ",") + a;
+
+    r.summary = "device " + std::to_string(d.identity().index()) + " thermal throttling for " +
+                Seconds(static_cast<double>(now - start) / 1e9);
+    if (!reasons.empty()) r.summary += " (" + reasons + ")";
+    if (t.has_core_celsius()) r.summary += ", core " + Celsius(t.core_celsius());
+    if (t.has_memory_celsius()) r.summary += ", memory " + Celsius(t.memory_celsius());
+    if (t.has_slowdown_threshold_celsius()) {
+      r.summary += ", slowdown at " + Celsius(t.slowdown_threshold_celsius());
+    }
+
+    if (!reasons.empty()) r.evidence.push_back(TextEvidence("throttle_reasons", reasons));
+    if (t.has_core_celsius()) {
+      r.evidence.push_back(NumberEvidence("core_celsius", t.core_celsius(), "celsius"));
+    }
+    if (t.has_memory_celsius()) {
+      r.evidence.push_back(NumberEvidence("memory_celsius", t.memory_celsius(), "celsius"));
+    }
+    if (t.has_slowdown_threshold_celsius()) {
+      r.evidence.push_back(
+          NumberEvidence("slowdown_threshold_celsius", t.slowdown_threshold_celsius(), "celsius"));
+    }
+    r.evidence.push_back(
+        NumberEvidence("duration_seconds", static_cast<double>(now - start) / 1e9, "seconds"));
+    return r;
+  }
+
+  const ThermalThrottlingConfig config_;
+  std::map<std::string, State, std::less<>> states_;
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeThermalThrottlingRule(const Config& config) {
+  return std::make_unique<ThermalThrottlingRule>(config.thermal_throttling);
+}
+
+}  // namespace accelmon::diagnostics

@@ -1,0 +1,153 @@
+// xid_error: the NVIDIA driver reported an XID error for a device.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+// Short names of the XIDs an operator meets most (NVIDIA's XID catalogue).
+std::string_view XidName(uint64_t code) {
+  switch (code) {
+    case 13:
+      return "graphics engine exception";
+    case 31:
+      return "GPU memory page fault";
+    case 43:
+      return "GPU stopped processing";
+    case 45:
+      return "preemptive cleanup";
+    case 48:
+      return "double-bit ECC error";
+    case 61:
+    case 62:
+      return "internal micro-controller error";
+    case 63:
+    case 64:
+      return "row remapping event";
+    case 74:
+      return "NVLink error";
+    case 79:
+      return "GPU has fallen off the bus";
+    case 92:
+      return "high single-bit ECC error rate";
+    case 94:
+      return "contained ECC error";
+    case 95:
+      return "uncontained ECC error";
+    case 119:
+    case 120:
+      return "GSP error";
+    case 140:
+      return "unrecovered ECC error";
+    default:
+      return {};
+  }
+}
+
+bool Contains(const std::vector<uint64_t>& codes, uint64_t code) {
+  return std::find(codes.begin(), codes.end(), code) != codes.end();
+}
+
+class XidErrorRule final : public Rule {
+ public:
+  explicit XidErrorRule(const XidErrorConfig& config) : config_(config) {}
+
+  void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    const int64_t now = context.now_ns();
+    for (const v1::Event& e : report.events()) {
+      if (e.kind() != v1::EVENT_KIND_XID || !e.has_code() || Contains(config_.ignore, e.code())) {
+        continue;
+      }
+      const Subject subject = SubjectOf(report, e);
+      const std::string key = !subject.device_uuid.empty() ? subject.device_uuid
+                              : subject.device.empty()     ? std::string()
+                                                           : "#" + subject.device;
+      Held& held = held_[key];
+      held.subject = subject;
+      held.last_ns = now;
+      const bool critical = Contains(config_.critical, e.code());
+      held.critical = held.critical || critical;
+      context.Raise(subject, Describe(subject, e, critical, std::min(now, EventNs(e, now))));
+    }
+    // Findings stay open hold_seconds after their device's last XID.
+    for (auto it = held_.begin(); it != held_.end();) {
+      Held& held = it->second;
+      if (held.last_ns == now) {
+        ++it;
+        continue;
+      }
+      if (static_cast<double>(now - held.last_ns) >= config_.hold_seconds * 1e9) {
+        it = held_.erase(it);
+        continue;
+      }
+      Raised again;
+      again.severity = held.critical ? kCritical : kWarning;
+      again.summary = "XID error recently";
+      again.plot = "device_up";
+      context.Raise(held.subject, std::move(again));
+      ++it;
+    }
+  }
+
+ private:
+  struct Held {
+    Subject subject;
+    int64_t last_ns = 0;
+    bool critical = false;  // any XID since the finding opened was critical
+  };
+
+  static int64_t EventNs(const v1::Event& e, int64_t now) {
+    return e.has_time() ? ToNanos(e.time()) : now;
+  }
+
+  // The device the event names: found in the report by UUID, then by index; else what the event
+  // says.
+  static Subject SubjectOf(const v1::NodeReport& report, const v1::Event& e) {
+    for (const v1::DeviceTelemetry& d : report.devices()) {
+      if (!e.device_uuid().empty() && d.identity().uuid() == e.device_uuid()) {
+        return DeviceSubject(d);
+      }
+    }
+    if (e.has_device_index()) {
+      for (const v1::DeviceTelemetry& d : report.devices()) {
+        if (d.identity().index() == e.device_index()) return DeviceSubject(d);
+      }
+    }
+    Subject s;
+    if (e.has_device_index()) s.device = std::to_string(e.device_index());
+    s.device_uuid = e.device_uuid();
+    return s;
+  }
+
+  Raised Describe(const Subject& subject, const v1::Event& e, bool critical,
+                  int64_t start_ns) const {
+    Raised r;
+    r.severity = critical ? kCritical : kWarning;
+    r.plot = "device_up";
+    r.start_ns = start_ns;
+    const std::string code = std::to_string(e.code());
+    r.summary = (subject.device.empty() ? std::string("node") : "device " + subject.device) +
+                " XID " + code;
+    const std::string_view name = XidName(e.code());
+    if (!name.empty()) r.summary += " (" + std::string(name) + ")";
+    r.evidence.push_back(NumberEvidence("xid", static_cast<double>(e.code()), "code"));
+    if (!name.empty()) r.evidence.push_back(TextEvidence("xid_name", name));
+    if (!e.message().empty()) r.evidence.push_back(TextEvidence("message", e.message()));
+    return r;
+  }
+
+  const XidErrorConfig config_;
+  std::map<std::string, Held> held_;  // by subject key
+};
+
+}  // namespace
+
+std::unique_ptr<Rule> MakeXidErrorRule(const Config& config) {
+  return std::make_unique<XidErrorRule>(config.xid_error);
+}
+
+}  // namespace accelmon::diagnostics
