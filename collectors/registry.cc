@@ -60,8 +60,10 @@ std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& 
     add_device("Ascend", std::move(dcmi), why_not);
   }
   if (config.sim_devices > 0) {
-    collectors.push_back(std::make_unique<SimCollector>(
-        SimOptions{.devices = config.sim_devices, .seed = config.sim_seed}));
+    collectors.push_back(std::make_unique<SimCollector>(SimOptions{.devices = config.sim_devices,
+                                                                   .seed = config.sim_seed,
+                                                                   .scenario = config.sim_scenario,
+                                                                   .node = config.node}));
   }
   // Last: it attaches pushed processes to the devices every other collector found.
   if (config.push != nullptr) collectors.push_back(std::make_unique<PushCollector>(*config.push));

@@ -10,6 +10,7 @@
 #include "collectors/collector.h"
 #include "collectors/path_resolver.h"
 #include "collectors/push.h"
+#include "collectors/sim_scenario.h"
 
 namespace accelmon::collectors {
 
@@ -17,6 +18,8 @@ struct CollectorConfig {
   PathResolver paths;
   int sim_devices = 0;  // --sim N; 0 = no simulated devices
   uint64_t sim_seed = 0;
+  std::shared_ptr<const Scenario> sim_scenario{};  // --sim.scenario; null: healthy devices
+  std::string node{};                              // the node's name, for faults on one node
   // Device collectors; each is off by itself when its library or sysfs tree is absent.
   bool devices = false;                            // false in tests that want host collectors only
   std::string nvml_library = "libnvidia-ml.so.1";  // --nvml.library

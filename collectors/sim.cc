@@ -18,6 +18,8 @@ constexpr double kJobMaxSeconds = 10 * 3600;
 constexpr double kContextBytes = 0.5 * 1024 * 1024 * 1024;  // the process's context, not cached
 constexpr double kLargestCachedShare = 0.1;  // the largest cached free block, of all cached
 constexpr double kThermalTauSeconds = 60;
+constexpr double kSlowdownCelsius = 87;
+constexpr double kThermalThrottleFactor = 0.7;  // compute lost while hw_thermal throttles
 
 // SplitMix64: decorrelates the per-device seeds derived from one seed.
 uint64_t SplitMix(uint64_t x) {
@@ -55,6 +57,27 @@ int64_t ToNanos(const google::protobuf::Timestamp& t) {
   return t.seconds() * 1'000'000'000LL + t.nanos();
 }
 
+// How far along a ramp of `over_s` seconds is `t_s` seconds in: 0 to 1.
+double RampMix(double t_s, double over_s) { return over_s <= 0 ? 1 : std::min(1.0, t_s / over_s); }
+
+// Even periods since onset are the first half of the fault's cycle (down, or bursting).
+bool FirstHalfOfCycle(double t_s, double period_s) {
+  return static_cast<int64_t>(std::floor(t_s / period_s)) % 2 == 0;
+}
+
+bool IsLinkFault(FaultKind kind) {
+  return kind == FaultKind::kLinkDown || kind == FaultKind::kLinkFlap ||
+         kind == FaultKind::kLinkDegrade || kind == FaultKind::kLinkBurst;
+}
+
+v1::Event& AddEvent(v1::NodeReport& report, v1::EventKind kind, std::string message) {
+  v1::Event& e = *report.add_events();
+  e.set_kind(kind);
+  *e.mutable_time() = report.timestamp();
+  e.set_message(std::move(message));
+  return e;
+}
+
 }  // namespace
 
 uint64_t SimSeedForNode(std::string_view node) {
@@ -66,7 +89,12 @@ uint64_t SimSeedForNode(std::string_view node) {
   return h;
 }
 
-SimCollector::SimCollector(SimOptions options) : options_(options) {
+void CheckSimScenario(const Scenario& scenario, int devices) {
+  SimCollector sim(SimOptions{
+      .devices = devices, .seed = 1, .scenario = std::make_shared<const Scenario>(scenario)});
+}
+
+SimCollector::SimCollector(SimOptions options) : options_(std::move(options)) {
   const auto n = static_cast<uint32_t>(std::max(options_.devices, 0));
   devices_.reserve(n);
   for (uint32_t i = 0; i < n; ++i) {
@@ -75,7 +103,7 @@ SimCollector::SimCollector(SimOptions options) : options_(options) {
     d.uuid = Uuid(d.rng);
     d.pci_bus_id = PciBusId(i);
     d.working_set_bytes = Uniform(d.rng, 70, 110) * kGiB;
-    d.fragmentation_max = Uniform(d.rng, 0.3, 0.7);
+    d.fragmentation_max = Uniform(d.rng, 0.15, 0.4);
     d.busy_level = Uniform(d.rng, 0.82, 0.95);
     d.job_end_s = Uniform(d.rng, kJobMinSeconds, kJobMaxSeconds);
     devices_.push_back(std::move(d));
@@ -104,6 +132,76 @@ SimCollector::SimCollector(SimOptions options) : options_(options) {
                               .max_bytes_per_second = kPcieBytesPerSecond,
                               .share = Uniform(d.rng, 0.05, 0.15)});
   }
+
+  if (!options_.scenario) return;
+  const Scenario& scenario = *options_.scenario;
+  const auto fail = [&](const Fault& f, const std::string& what) {
+    throw ScenarioError(scenario.path + ":" + std::to_string(f.line) + ": " + what);
+  };
+  for (const Fault& f : scenario.faults) {
+    // Checked on every node alike, so a fault for another node is no less wrong.
+    if (f.kind != FaultKind::kOomKill && f.device >= static_cast<int>(n)) {
+      fail(f, "device " + std::to_string(f.device) + " is out of range: the simulation has " +
+                  std::to_string(n) + " device(s)");
+    }
+    if (IsLinkFault(f.kind)) {
+      for (uint32_t i = 0; i < n; ++i) {
+        if (!f.AppliesTo(static_cast<int>(i))) continue;
+        const auto& links = devices_[i].links;
+        if (std::none_of(links.begin(), links.end(),
+                         [&](const SimLink& l) { return l.name == f.link; })) {
+          std::string names;
+          for (const SimLink& l : links) names += (names.empty() ? "" : ", ") + l.name;
+          fail(f, "device " + std::to_string(i) + " has no link \"" + f.link + "\" (it has " +
+                      names + ")");
+        }
+      }
+    }
+    if (f.AppliesTo(options_.node)) faults_.push_back(f);
+  }
+  fault_states_.resize(faults_.size());
+}
+
+void SimCollector::StartAndEndFaults(v1::NodeReport& report, double elapsed_s) {
+  active_.clear();
+  for (size_t k = 0; k < faults_.size(); ++k) {
+    const Fault& f = faults_[k];
+    FaultState& state = fault_states_[k];
+    // A job that ended for a while comes back as the sim's jobs do: a new process loading again.
+    if (f.kind == FaultKind::kJobEnd && f.duration_s > 0 && !state.end_done &&
+        elapsed_s >= f.at_s + f.duration_s) {
+      state.end_done = true;
+      for (uint32_t i = 0; i < devices_.size(); ++i) {
+        if (!f.AppliesTo(static_cast<int>(i))) continue;
+        devices_[i].restart_floor_s = f.at_s + f.duration_s;
+        ++devices_[i].restarts;
+        devices_[i].alloc_retries = 0;
+      }
+    }
+    if (!f.ActiveAt(elapsed_s)) continue;
+    active_.push_back(&f);
+    if (state.onset_done) continue;
+    state.onset_done = true;
+    if (f.kind == FaultKind::kOomKill) {
+      for (uint64_t c = 0; c < f.count; ++c) {
+        AddEvent(report, v1::EVENT_KIND_OOM_KILL,
+                 "Killed process " + std::to_string(50000 + 100 * k + c) + " (python) (simulated)");
+      }
+      continue;
+    }
+    if (f.kind != FaultKind::kXid && f.kind != FaultKind::kDeviceLost) continue;
+    for (uint32_t i = 0; i < devices_.size(); ++i) {
+      if (!f.AppliesTo(static_cast<int>(i))) continue;
+      v1::Event& e =
+          f.kind == FaultKind::kXid
+              ? AddEvent(report, v1::EVENT_KIND_XID,
+                         "XID " + std::to_string(f.code) + " (simulated)")
+              : AddEvent(report, v1::EVENT_KIND_DEVICE_LOST, "device fell off the bus (simulated)");
+      e.set_device_index(i);
+      e.set_device_uuid(devices_[i].uuid);
+      if (f.kind == FaultKind::kXid) e.set_code(f.code);
+    }
+  }
 }
 
 void SimCollector::Collect(v1::NodeReport& report) {
@@ -118,6 +216,7 @@ void SimCollector::Collect(v1::NodeReport& report) {
   const double dt_s = std::max(0.0, static_cast<double>(now_ns - last_ns_) / 1e9);
   last_ns_ = std::max(last_ns_, now_ns);
 
+  if (!faults_.empty()) StartAndEndFaults(report, elapsed_s);
   for (uint32_t i = 0; i < devices_.size(); ++i) {
     Step(devices_[i], i, elapsed_s, dt_s, *report.add_devices());
   }
@@ -125,13 +224,61 @@ void SimCollector::Collect(v1::NodeReport& report) {
 
 void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double dt_s,
                         v1::DeviceTelemetry& out) {
+  // What this tick's faults do to this device. Faults only change values after the healthy
+  // simulation drew its random numbers, so every draw happens as without them.
+  bool lost = false, stalled = false, job_ended = false, power_capped = false;
+  double compute_factor = 1, leak_bytes = 0;
+  double creep_mix = 0, creep_to = 0, ramp_mix = 0, ramp_to = 0, spike_to = 0;
+  const std::string* firmware = nullptr;
+  for (const Fault* f : active_) {
+    if (!f->AppliesTo(static_cast<int>(index))) continue;
+    const double t = elapsed_s - f->at_s;
+    switch (f->kind) {
+      case FaultKind::kFragmentationCreep:
+        creep_mix = RampMix(t, f->over_s);
+        creep_to = f->to;
+        break;
+      case FaultKind::kThermalRamp:
+        ramp_mix = RampMix(t, f->over_s);
+        ramp_to = f->to;
+        break;
+      case FaultKind::kThermalSpike:
+        spike_to = std::max(spike_to, f->to);
+        break;
+      case FaultKind::kPowerThrottle:
+        power_capped = true;
+        break;
+      case FaultKind::kStall:
+      case FaultKind::kPause:
+        stalled = true;
+        break;
+      case FaultKind::kJobEnd:
+        job_ended = true;
+        break;
+      case FaultKind::kThroughputDrop:
+        compute_factor *= f->factor;
+        break;
+      case FaultKind::kLeak:
+        leak_bytes += f->rate * t;
+        break;
+      case FaultKind::kDeviceLost:
+        lost = true;
+        break;
+      case FaultKind::kFirmware:
+        firmware = &f->version;
+        break;
+      default:  // links, ECC and events: below and in StartAndEndFaults
+        break;
+    }
+  }
+
   auto& id = *out.mutable_identity();
   id.set_vendor("sim");
   id.set_model("accelmon-sim-128g");
   id.set_uuid(d.uuid);
   id.set_index(index);
   id.set_pci_bus_id(d.pci_bus_id);
-  id.set_firmware_version("1.0.0-sim");
+  id.set_firmware_version(firmware != nullptr ? *firmware : "1.0.0-sim");
   id.set_driver_version("accelmon-sim");
   out.set_up(true);
 
@@ -142,12 +289,23 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     ++d.restarts;
     d.alloc_retries = 0;
   }
-  const double job_age_s = std::max(0.0, elapsed_s - d.job_start_s);
+  const double job_age_s = std::max(0.0, elapsed_s - std::max(d.job_start_s, d.restart_floor_s));
 
-  // Utilization: the job is busy once loaded, with noise.
+  // Utilization: the job is busy once loaded, with noise. A device throttling for heat (as of
+  // the last tick) computes less.
   const double loaded = std::min(1.0, job_age_s / kRampSeconds);
-  const double compute = std::clamp(d.busy_level * loaded + Noise(d.rng, 0.03), 0.0, 1.0);
-  const double membw = std::clamp(0.7 * compute + Noise(d.rng, 0.03), 0.0, 1.0);
+  const double compute_noise = Noise(d.rng, 0.03);
+  double compute = std::clamp(d.busy_level * loaded + compute_noise, 0.0, 1.0);
+  if (d.core_celsius >= kSlowdownCelsius) compute *= kThermalThrottleFactor;
+  compute *= compute_factor;
+  const double membw_noise = Noise(d.rng, 0.03);
+  double membw = std::clamp(0.7 * compute + membw_noise, 0.0, 1.0);
+  if (stalled) {
+    // A hung collective: the devices spin at next to nothing.
+    compute = std::clamp(0.005 + compute_noise / 6, 0.0, 0.01);
+    membw = std::clamp(0.005 + membw_noise / 6, 0.0, 0.01);
+  }
+  if (job_ended) compute = membw = 0;
   out.mutable_utilization()->set_compute_ratio(compute);
   out.mutable_utilization()->set_memory_bandwidth_ratio(membw);
 
@@ -156,17 +314,26 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   // Fragmentation follows from that as for pushed statistics (DeriveFragmentation).
   const double total = static_cast<double>(kMemoryTotalBytes);
   const double available = total - static_cast<double>(kReservedBytes) - kContextBytes;
-  const double allocated =
+  double allocated =
       std::clamp(2 * kGiB + (d.working_set_bytes - 2 * kGiB) * loaded + Noise(d.rng, 0.2 * kGiB),
                  0.0, available);
-  const double cached_share =
-      std::clamp(d.fragmentation_max * (1 - std::exp(-job_age_s / kFragmentationTauSeconds)) +
-                     Noise(d.rng, 0.005),
-                 0.0, 0.9);
+  allocated = std::min(available, allocated + leak_bytes);
+  const double healthy_share =
+      d.fragmentation_max * (1 - std::exp(-job_age_s / kFragmentationTauSeconds));
+  double cached_share = std::clamp(
+      healthy_share + (creep_to - healthy_share) * creep_mix + Noise(d.rng, 0.005), 0.0, 0.9);
+  if (stalled) {
+    allocated = d.last_allocated;  // a hung job allocates and frees nothing
+    cached_share = d.last_cached_share;
+  } else {
+    d.last_allocated = allocated;
+    d.last_cached_share = cached_share;
+  }
   const auto allocated_b = static_cast<uint64_t>(allocated);
   const auto cached_b = static_cast<uint64_t>((available - allocated) * cached_share);
   const uint64_t process_reserved_b = allocated_b + cached_b;
-  const uint64_t used_b = static_cast<uint64_t>(kContextBytes) + process_reserved_b;
+  // A job that ended has freed everything, its context too.
+  const uint64_t used_b = job_ended ? 0 : static_cast<uint64_t>(kContextBytes) + process_reserved_b;
   const uint64_t free_b = kMemoryTotalBytes - kReservedBytes - used_b;
   auto& mem = *out.mutable_memory();
   mem.set_total_bytes(kMemoryTotalBytes);
@@ -175,23 +342,26 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   mem.set_reserved_bytes(kReservedBytes);
 
   // Allocations that had to free the cache first become likelier as the cache fragments.
-  if (std::uniform_real_distribution<double>(0, 1)(d.rng) < 0.01 * cached_share * dt_s) {
+  if (std::uniform_real_distribution<double>(0, 1)(d.rng) < 0.01 * cached_share * dt_s &&
+      !stalled && !job_ended) {
     ++d.alloc_retries;
   }
-  auto& process = *out.add_processes();
-  process.set_pid(10000 + 1000 * index + d.restarts);
-  process.set_job("sim-job");
-  process.set_rank(std::to_string(index));
-  process.set_reserved_bytes(process_reserved_b);
-  process.set_allocated_bytes(allocated_b);
-  process.set_active_bytes(allocated_b);
-  process.set_inactive_split_bytes(static_cast<uint64_t>(0.8 * static_cast<double>(cached_b)));
-  process.set_largest_free_block_bytes(
-      static_cast<uint64_t>(kLargestCachedShare * static_cast<double>(cached_b)));
-  process.set_segments(1 + process_reserved_b / (2ULL << 30));
-  process.set_alloc_retries_total(d.alloc_retries);
-  process.set_ooms_total(0);
-  DeriveFragmentation(out);
+  if (!job_ended) {
+    auto& process = *out.add_processes();
+    process.set_pid(10000 + 1000 * index + d.restarts);
+    process.set_job("sim-job");
+    process.set_rank(std::to_string(index));
+    process.set_reserved_bytes(process_reserved_b);
+    process.set_allocated_bytes(allocated_b);
+    process.set_active_bytes(allocated_b);
+    process.set_inactive_split_bytes(static_cast<uint64_t>(0.8 * static_cast<double>(cached_b)));
+    process.set_largest_free_block_bytes(
+        static_cast<uint64_t>(kLargestCachedShare * static_cast<double>(cached_b)));
+    process.set_segments(1 + process_reserved_b / (2ULL << 30));
+    process.set_alloc_retries_total(d.alloc_retries);
+    process.set_ooms_total(0);
+    DeriveFragmentation(out);
+  }
 
   // Power follows utilization; energy integrates power.
   const double watts =
@@ -201,43 +371,104 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   out.mutable_power()->set_limit_watts(kPowerLimitWatts);
   out.mutable_power()->set_energy_joules_total(d.energy_joules);
 
-  // Temperature approaches a level set by utilization, with a thermal time constant.
-  const double target = 35 + 45 * compute;
+  // Temperature approaches a level set by utilization, with a thermal time constant; a thermal
+  // ramp moves that level. A spike is a brief hot spot the sensor reads: it does not heat the
+  // core's thermal mass, so it ends with the fault and never throttles.
+  double target = 35 + 45 * compute;
+  target += (ramp_to - target) * ramp_mix;
   const double alpha = dt_s <= 0 ? 0 : 1 - std::exp(-dt_s / kThermalTauSeconds);
   d.core_celsius += (target - d.core_celsius) * alpha;
   auto& thermal = *out.mutable_thermal();
-  thermal.set_core_celsius(d.core_celsius + Noise(d.rng, 0.3));
+  thermal.set_core_celsius(std::max(d.core_celsius, spike_to) + Noise(d.rng, 0.3));
   thermal.set_memory_celsius(d.core_celsius + 6 + Noise(d.rng, 0.3));
-  thermal.set_slowdown_threshold_celsius(87);
+  thermal.set_slowdown_threshold_celsius(kSlowdownCelsius);
   thermal.set_shutdown_threshold_celsius(95);
-  (*thermal.mutable_throttle_reasons())["sw_power_cap"] = watts >= 0.98 * kPowerLimitWatts;
-  (*thermal.mutable_throttle_reasons())["hw_thermal"] = d.core_celsius >= 87;
+  const bool power_throttled = power_capped || watts >= 0.98 * kPowerLimitWatts;
+  const bool thermal_throttled = d.core_celsius >= kSlowdownCelsius;
+  (*thermal.mutable_throttle_reasons())["sw_power_cap"] = power_throttled;
+  (*thermal.mutable_throttle_reasons())["hw_thermal"] = thermal_throttled;
 
-  out.mutable_clocks()->set_compute_hz(compute > 0.05 ? 1.98e9 : 0.345e9);
+  const double busy_hz = power_throttled || thermal_throttled ? 1.4e9 : 1.98e9;
+  out.mutable_clocks()->set_compute_hz(compute > 0.05 ? busy_hz : 0.345e9);
   out.mutable_clocks()->set_memory_hz(3.2e9);
 
-  // Rare corrected ECC errors; no uncorrected ones.
+  // Rare corrected ECC errors; no uncorrected ones, but for an ecc_burst, which adds its counts
+  // at onset (its corrected ones spread over its duration, when it has one) and keeps them.
   if (std::uniform_real_distribution<double>(0, 1)(d.rng) < 0.001 * dt_s) ++d.ecc_corrected;
-  out.mutable_errors()->set_ecc_corrected_total(d.ecc_corrected);
-  out.mutable_errors()->set_ecc_uncorrected_total(0);
+  uint64_t burst_corrected = 0, burst_uncorrected = 0;
+  for (const Fault& f : faults_) {
+    if (f.kind != FaultKind::kEccBurst || elapsed_s < f.at_s ||
+        !f.AppliesTo(static_cast<int>(index))) {
+      continue;
+    }
+    const double share = f.duration_s > 0 ? RampMix(elapsed_s - f.at_s, f.duration_s) : 1;
+    burst_corrected += static_cast<uint64_t>(std::floor(static_cast<double>(f.corrected) * share));
+    burst_uncorrected += f.uncorrected;
+  }
+  out.mutable_errors()->set_ecc_corrected_total(d.ecc_corrected + burst_corrected);
+  out.mutable_errors()->set_ecc_uncorrected_total(burst_uncorrected);
 
   for (SimLink& link : d.links) {
-    const double rate = link.max_bytes_per_second * link.share * compute;
-    link.tx += static_cast<uint64_t>(std::max(0.0, rate * dt_s * (1 + Noise(d.rng, 0.02))));
-    link.rx += static_cast<uint64_t>(std::max(0.0, rate * dt_s * (1 + Noise(d.rng, 0.02))));
+    bool up = true;
+    double max_bps = link.max_bytes_per_second;
+    double traffic = 1;
+    double width = 16;
+    for (const Fault* f : active_) {
+      if (!IsLinkFault(f->kind) || f->link != link.name || !f->AppliesTo(static_cast<int>(index))) {
+        continue;
+      }
+      const double t = elapsed_s - f->at_s;
+      switch (f->kind) {
+        case FaultKind::kLinkDown:
+          up = false;
+          break;
+        case FaultKind::kLinkFlap:
+          if (FirstHalfOfCycle(t, f->period_s)) up = false;
+          break;
+        case FaultKind::kLinkDegrade:
+          max_bps *= f->capacity;
+          traffic *= f->traffic;
+          // Lanes come in powers of two: x16 at half capacity trains at x8.
+          width = std::max(1.0, std::exp2(std::round(std::log2(width * f->capacity))));
+          break;
+        case FaultKind::kLinkBurst:
+          traffic *= FirstHalfOfCycle(t, f->period_s) ? 2 : 0.2;
+          break;
+        default:
+          break;
+      }
+    }
+    // No link carries more than its capacity.
+    const double rate =
+        std::min(link.max_bytes_per_second * link.share * compute * traffic, max_bps);
+    const double tx_noise = Noise(d.rng, 0.02);
+    const double rx_noise = Noise(d.rng, 0.02);
+    // A link that is down, or whose job hangs or ended, moves nothing.
+    if (up && !stalled && !job_ended) {
+      link.tx += static_cast<uint64_t>(std::max(0.0, rate * dt_s * (1 + tx_noise)));
+      link.rx += static_cast<uint64_t>(std::max(0.0, rate * dt_s * (1 + rx_noise)));
+    }
     auto& l = *out.add_links();
     l.set_kind(link.kind);
     l.set_name(link.name);
     l.set_index(link.index);
     l.set_peer(link.peer);
-    l.set_up(true);
+    l.set_up(up);
     l.set_transmit_bytes_total(link.tx);
     l.set_receive_bytes_total(link.rx);
-    l.set_max_bandwidth_bytes_per_second(link.max_bytes_per_second);
+    l.set_max_bandwidth_bytes_per_second(max_bps);
     if (link.kind == v1::LINK_KIND_PCIE) {
       l.set_pcie_generation(5);
-      l.set_pcie_width(16);
+      l.set_pcie_width(static_cast<uint32_t>(width));
     }
+  }
+
+  // A lost device answers with who it is and that it is down; everything else is unknown.
+  if (lost) {
+    const v1::DeviceIdentity identity = out.identity();
+    out.Clear();
+    *out.mutable_identity() = identity;
+    out.set_up(false);
   }
 }
 

@@ -6,24 +6,34 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "collectors/collector.h"
+#include "collectors/sim_scenario.h"
 
 namespace accelmon::collectors {
 
 struct SimOptions {
   int devices = 8;
   uint64_t seed = 1;
+  // Faults to inject (sim_scenario.h); null: a healthy cluster.
+  std::shared_ptr<const Scenario> scenario{};
+  std::string node{};  // for faults limited to one node (`node:`)
 };
+
+// Throws ScenarioError ("FILE:LINE: what") when a fault names a device or link that a simulation
+// of `devices` devices does not have; what SimCollector's constructor checks, for start-up.
+void CheckSimScenario(const Scenario& scenario, int devices);
 
 // A stable seed for a node name (FNV-1a), so every node of a simulated fleet differs.
 uint64_t SimSeedForNode(std::string_view node);
 
 class SimCollector final : public Collector {
  public:
+  // Throws ScenarioError when the scenario names a device or link this simulation lacks.
   explicit SimCollector(SimOptions options);
 
   std::string_view name() const override { return "sim"; }
@@ -62,12 +72,26 @@ class SimCollector final : public Collector {
     double energy_joules = 0;
     uint64_t ecc_corrected = 0;
     std::vector<SimLink> links;
+    // Faults: the job's memory before a stall (a hung job allocates nothing), and when the job
+    // last came back after a job_end.
+    double last_allocated = 0;
+    double last_cached_share = 0;
+    double restart_floor_s = 0;
+  };
+  struct FaultState {
+    bool onset_done = false;  // its onset's events and one-off effects are out
+    bool end_done = false;    // job_end: the job restarted after it
   };
 
   void Step(SimDevice& device, uint32_t index, double elapsed_s, double dt_s,
             v1::DeviceTelemetry& out);
+  // Onset events and job restarts of the faults at this tick; fills active_.
+  void StartAndEndFaults(v1::NodeReport& report, double elapsed_s);
 
   SimOptions options_;
+  std::vector<Fault> faults_;  // the scenario's faults for this node
+  std::vector<FaultState> fault_states_;
+  std::vector<const Fault*> active_;  // this tick's active faults
   std::vector<SimDevice> devices_;
   bool started_ = false;
   int64_t start_ns_ = 0;

@@ -128,11 +128,11 @@ TEST(Sim, MemoryLoadsThenFragmentationCreepsUp) {
   EXPECT_LT(first.used_bytes(), 8ULL << 30);
   EXPECT_GT(loaded.used_bytes(), 60ULL << 30);
   EXPECT_LT(reports[10].devices(0).memory().fragmentation_ratio(), 0.05);
-  EXPECT_GT(late.fragmentation_ratio(), 0.2) << "fragmentation builds over hours";
+  EXPECT_GT(late.fragmentation_ratio(), 0.1) << "fragmentation builds over hours";
   // Fragmented: the largest block is well below what is free on the device and in the cache.
   const auto& process = reports.back().devices(0).processes(0);
   EXPECT_LT(late.largest_free_block_bytes(),
-            0.8 * static_cast<double>(late.free_bytes() + process.reserved_bytes() -
+            0.9 * static_cast<double>(late.free_bytes() + process.reserved_bytes() -
                                       process.allocated_bytes()));
 }
 
@@ -173,7 +173,7 @@ TEST(Sim, FragmentationResetsWhenTheJobRestarts) {
     ASSERT_LT(t + 30, reports.size());
     const auto& before = reports[t - 1].devices(0);
     const auto& after = reports[t].devices(0);
-    EXPECT_GT(before.memory().fragmentation_ratio(), 0.2);
+    EXPECT_GT(before.memory().fragmentation_ratio(), 0.1);
     EXPECT_LT(after.memory().fragmentation_ratio(), 0.05) << "a new process, a clean cache";
     EXPECT_LT(after.memory().used_bytes(), 16ULL << 30) << "the new job loads its weights again";
     EXPECT_GT(reports[t + 30].devices(0).memory().used_bytes(), 60ULL << 30);
@@ -199,6 +199,14 @@ TEST(Sim, ClockSteppingBackDoesNotRewindCounters) {
   EXPECT_GE(c.devices(0).power().energy_joules_total(), b.devices(0).power().energy_joules_total());
   EXPECT_GE(c.devices(0).links(0).transmit_bytes_total(),
             b.devices(0).links(0).transmit_bytes_total());
+}
+
+// Healthy devices stay clear of the memory_fragmentation rule (0.5), however long the job runs.
+TEST(Sim, HealthyFragmentationStaysBelowTheRule) {
+  const auto reports = Simulate({.devices = 8, .seed = 11}, 12 * 60 + 1, 60);  // 12 hours
+  for (const auto& r : reports) {
+    for (const auto& d : r.devices()) ASSERT_LT(d.memory().fragmentation_ratio(), 0.45);
+  }
 }
 
 TEST(Sim, ZeroDevicesReportsNothing) {
