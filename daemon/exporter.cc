@@ -9,6 +9,7 @@
 #include "daemon/http_server.h"
 #include "daemon/ingest_service.h"
 #include "daemon/metrics_renderer.h"
+#include "daemon/query_service.h"
 
 namespace accelmon {
 namespace {
@@ -44,6 +45,12 @@ Exporter::~Exporter() { Stop(); }
 void Exporter::Start() {
   RouteProtobufLogsToSpdlog();  // a client sending bad UTF-8 must not flood the log
   service_ = std::make_unique<IngestService>(store_, stats_);
+  diagnostics_ = std::make_unique<DiagnosticsService>(
+      DiagnosticsOptions{.config = options_.diagnostics,
+                         .config_file = options_.diagnostics_config_file,
+                         .node_expire_after = options_.node_expire_after});
+  service_->set_diagnostics(diagnostics_.get());
+  query_ = std::make_unique<QueryService>(store_, *diagnostics_);
   if (options_.recording) StartRecording();
   service_->set_max_reports_per_second(options_.max_reports_per_second);
   // With mutual TLS, a report's node must be one the client certificate names.
@@ -52,6 +59,7 @@ void Exporter::Start() {
   builder.AddListeningPort(options_.grpc_listen_address, MakeServerCredentials(options_.grpc_tls),
                            &grpc_port_);
   builder.RegisterService(service_.get());
+  builder.RegisterService(query_.get());  // same port, same TLS
   // gRPC ends a stream that sends more with RESOURCE_EXHAUSTED before we see the message.
   builder.SetMaxReceiveMessageSize(options_.max_recv_msg_size);
   // Keepalive that agrees with the agents' (a ping every 30 s, see uplink.cc): accept their pings
@@ -70,6 +78,7 @@ void Exporter::Start() {
   }
 
   renderer_ = std::make_unique<StateRenderer>(store_, stats_);
+  renderer_->set_diagnostics(diagnostics_.get());
   http_ = std::make_unique<HttpServer>(
       options_.web_listen_address,
       [renderer = renderer_.get()](std::string& out) { renderer->RenderText(out); },
@@ -83,6 +92,7 @@ void Exporter::Start() {
                                              : "plain text",
                options_.web_config.tls ? "HTTPS" : "plain HTTP",
                options_.web_config.basic_auth_users.empty() ? "" : " with basic auth");
+  spdlog::info("diagnostics: {}", diagnostics_->Describe());
 }
 
 void Exporter::StartRecording() {
@@ -118,6 +128,9 @@ void Exporter::StartRecording() {
 
 void Exporter::Stop() {
   if (server_) {
+    // Watch streams end now rather than after the grace period (a stuck client's write is
+    // cancelled).
+    query_->Shutdown();
     // Open agent streams are cancelled after a short grace period.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "daemon/diagnostics_service.h"
 #include "daemon/exporter_stats.h"
 #include "daemon/node_store.h"
 #include "daemon/tls.h"
@@ -18,6 +19,7 @@ namespace accelmon {
 
 class HttpServer;
 class IngestService;
+class QueryService;
 class StateRenderer;
 
 struct ExporterOptions {
@@ -32,6 +34,9 @@ struct ExporterOptions {
   // The flight recorder (--record.*): every applied report is recorded, and acknowledged only
   // once written. Off when absent.
   std::optional<recording::RecorderOptions> recording{};
+  // The diagnostics rules' thresholds (--diagnostics.config); nullopt: --no-diagnostics.
+  std::optional<diagnostics::Config> diagnostics = diagnostics::Config{};
+  std::string diagnostics_config_file{};  // for the log; empty: built-in defaults
 };
 
 class Exporter {
@@ -49,6 +54,9 @@ class Exporter {
   int web_port() const;
   NodeStore& store() { return store_; }
   ExporterStats& stats() { return stats_; }
+  // Set once started.
+  DiagnosticsService* diagnostics() { return diagnostics_.get(); }
+  QueryService* query() { return query_.get(); }
 
  private:
   void StartRecording();
@@ -56,8 +64,10 @@ class Exporter {
   ExporterOptions options_;
   NodeStore store_;
   ExporterStats stats_;
-  std::unique_ptr<recording::Recorder> recorder_;  // outlives the streams that append to it
+  std::unique_ptr<recording::Recorder> recorder_;    // outlives the streams that append to it
+  std::unique_ptr<DiagnosticsService> diagnostics_;  // outlives the streams that feed it
   std::unique_ptr<IngestService> service_;
+  std::unique_ptr<QueryService> query_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<StateRenderer> renderer_;  // outlives http_, which calls it
   std::unique_ptr<HttpServer> http_;

@@ -366,11 +366,15 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared,
   const v1::NodeReport& report = *shared;
   v1::Ack ack;
   ack.set_sequence(report.sequence());
-  const ApplyResult result = store_.Apply(std::move(shared), Clock::now());
+  const Clock::time_point now = Clock::now();
+  std::shared_ptr<const v1::NodeReport> diagnosed = diagnostics_ ? shared : nullptr;
+  const ApplyResult result = store_.Apply(std::move(shared), now);
   switch (result.outcome) {
     case ApplyOutcome::kApplied:
       ++stats_.reports_applied;
       ack.set_status(v1::Ack::STATUS_APPLIED);
+      // Only applied reports: a duplicate re-sent after a reconnect must not count twice.
+      if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), now);
       // One line per report for exactly-once checks; spdlog formats nothing unless debug is on.
       spdlog::debug("applied node={} instance={} seq={}", report.node(), report.agent_instance_id(),
                     report.sequence());

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/diagnostics_service.h"
 #include "daemon/exporter_stats.h"
 #include "daemon/log_limiter.h"
 #include "daemon/node_store.h"
@@ -37,6 +38,9 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   void set_recorder(recording::Recorder* recorder) { recorder_ = recorder; }
   recording::Recorder* recorder() const { return recorder_; }
 
+  // Every applied report also goes through diagnostics (null: none). Set before serving.
+  void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
+
   // Applies one report and says how (shared by every stream).
   // The store keeps `report` as the node's latest: the caller must not change it afterwards.
   v1::Ack Handle(std::shared_ptr<const v1::NodeReport> report, const std::string& peer);
@@ -54,6 +58,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   bool require_node_certificate_ = false;
   double max_reports_per_second_ = 0;
   recording::Recorder* recorder_ = nullptr;
+  DiagnosticsService* diagnostics_ = nullptr;
   LogLimiter log_limiter_;
   TimerQueue timers_;
 };

@@ -559,6 +559,40 @@ void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) 
   }
 }
 
+void EmitDiagnostics(const DiagnosticsMetrics& d, MetricSink& s) {
+  if (!d.enabled) return;
+  // The contract with the alerting rules: names and label sets must not change.
+  const size_t active = s.Family(
+      "accelmon_diagnosis_active",
+      "A diagnostics finding open now; always 1 (docs/diagnostics.md). device and link are empty "
+      "when the finding is not about one.",
+      kGauge);
+  for (const DiagnosticsMetrics::Active& a : d.active) {
+    Add(s, active,
+        {{"rule", a.rule},
+         {"node", a.node},
+         {"device", a.device},
+         {"link", a.link},
+         {"severity", a.severity}},
+        1);
+  }
+  const size_t findings = s.Family(
+      "accelmon_diagnosis_findings_total",
+      "Diagnostics findings opened (or risen to this severity), by rule and severity.", kCounter);
+  for (const auto& [key, count] : d.opened) {
+    Add(s, findings, {{"rule", key.first}, {"severity", key.second}}, static_cast<double>(count));
+  }
+  Add(s,
+      s.Family("accelmon_exporter_diagnosis_reports_total",
+               "Reports the diagnostics engine processed.", kCounter),
+      {}, static_cast<double>(d.reports));
+  Add(s,
+      s.Family("accelmon_exporter_diagnosis_out_of_order_total",
+               "Reports not newer than their node's previous one, skipped by diagnostics.",
+               kCounter),
+      {}, static_cast<double>(d.out_of_order));
+}
+
 std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now) {
   MetricFamilySink sink;
   EmitNodes(nodes, now, sink);
@@ -582,6 +616,7 @@ void StateRenderer::RenderText(std::string& out) const {
   sink.Clear();
   EmitNodes(nodes, now, sink);
   EmitExporterStats(stats_, nodes.size(), sink);
+  if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(now), sink);
   sink.AppendTo(out);
   stats_.last_scrape_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/diagnostics_service.h"
 #include "daemon/exporter_stats.h"
 #include "daemon/metric_sink.h"
 #include "daemon/node_store.h"
@@ -23,6 +24,9 @@ void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, Metri
 void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& sink);
 
 // The same series as prometheus-cpp metric families (empty families left out).
+// The diagnostics series (accelmon_diagnosis_*, accelmon_exporter_diagnosis_*); nothing when off.
+void EmitDiagnostics(const DiagnosticsMetrics& diagnostics, MetricSink& sink);
+
 std::vector<prometheus::MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes,
                                                   Clock::time_point now);
 std::vector<prometheus::MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t nodes);
@@ -39,9 +43,13 @@ class StateRenderer {
   // renders into buffers of its own, which it keeps for its next scrape.
   void RenderText(std::string& out) const;
 
+  // Also renders the diagnostics series (and expires its silent nodes on each scrape).
+  void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
+
  private:
   NodeStore& store_;
   ExporterStats& stats_;
+  DiagnosticsService* diagnostics_ = nullptr;
   std::function<Clock::time_point()> clock_;
 };
 

@@ -44,10 +44,18 @@ expect_usage_error "is not a duration" agent --push.expire-after soon
 expect_usage_error "on $WORK/missing/agent.sock: directory $WORK/missing does not exist" \
   agent --push.socket "$WORK/missing/agent.sock"
 expect_usage_error "is not a duration" exporter --grpc.max-clock-skew soon
+# A bad diagnostics config stops start-up naming the file and line (exporter and standalone).
+printf 'rules:\n  memory_fragmentation:\n    ratio: 7\n' >"$WORK/bad.yaml"
+expect_usage_error "$WORK/bad.yaml:3: rules.memory_fragmentation.ratio" \
+  exporter --diagnostics.config "$WORK/bad.yaml"
+expect_usage_error "$WORK/bad.yaml:3:" standalone --diagnostics.config "$WORK/bad.yaml"
+expect_usage_error "$WORK/missing.yaml: cannot be read" \
+  exporter --diagnostics.config "$WORK/missing.yaml"
 
 # A port already taken is a runtime failure (exit 1) with a reason, not a hang.
 start first exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
 web_port=$(wait_for_log first 'metrics on 127.0.0.1:0 \(port [0-9]+' | grep -Eo '[0-9]+$')
+wait_for_log first 'diagnostics: [0-9]+ rules \(.*link_down.*\) with config built-in defaults' >/dev/null
 set +e
 timeout 20 "$ACCELMON" exporter --web.listen-address "127.0.0.1:$web_port" \
   --grpc.listen-address 127.0.0.1:0 >"$WORK/out.txt" 2>"$WORK/err.txt"

@@ -224,5 +224,46 @@ TEST(MetricsRenderer, ExporterSelfMetrics) {
   EXPECT_EQ(CountSamples(samples, "accelmon_build_info"), 1u);
 }
 
+TEST(MetricsRenderer, DiagnosisSeriesHaveOneLabelSetWithEmptyDeviceAndLink) {
+  DiagnosticsMetrics d;
+  d.enabled = true;
+  d.active.push_back({"link_down", "n1", "0", "nvlink0", "critical"});
+  d.active.push_back({"host_oom_kill", "n2", "", "", "warning"});
+  d.opened[{"link_down", "critical"}] = 3;
+  d.opened[{"link_down", "warning"}] = 0;
+  d.reports = 42;
+  d.out_of_order = 1;
+  TextExpositionSink sink;
+  EmitDiagnostics(d, sink);
+  std::string text;
+  sink.AppendTo(text);
+  EXPECT_NE(text.find("# TYPE accelmon_diagnosis_active gauge"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE accelmon_diagnosis_findings_total counter"), std::string::npos);
+  // Empty labels are written, not left out: every series has the same label names.
+  EXPECT_NE(text.find("accelmon_diagnosis_active{rule=\"host_oom_kill\",node=\"n2\",device=\"\","
+                      "link=\"\",severity=\"warning\"} 1"),
+            std::string::npos)
+      << text;
+  const auto samples = ParseExposition(text);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active",
+                      {{"rule", "link_down"}, {"device", "0"}, {"link", "nvlink0"}}),
+            1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "link_down"}, {"severity", "critical"}}),
+            3.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "link_down"}, {"severity", "warning"}}),
+            0.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_reports_total"), 42.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_out_of_order_total"), 1.0);
+
+  // Off: no series at all.
+  TextExpositionSink off;
+  EmitDiagnostics(DiagnosticsMetrics{}, off);
+  std::string none;
+  off.AppendTo(none);
+  EXPECT_EQ(none, "");
+}
+
 }  // namespace
 }  // namespace accelmon

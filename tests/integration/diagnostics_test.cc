@@ -1,0 +1,391 @@
+// Diagnostics online in a real exporter on loopback: handcrafted reports over gRPC Ingest open and
+// close findings, which /metrics, GetFindings and Watch show; a slow Watch client never blocks
+// ingest, and the exporter stops cleanly with Watch streams open.
+#include <grpcpp/create_channel.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "accelmon/v1/diagnostics.grpc.pb.h"
+#include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/exporter.h"
+#include "daemon/query_service.h"
+#include "support/http_get.h"
+#include "support/prom_text.h"
+#include "support/wait.h"
+
+namespace accelmon {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::CountSamples;
+using testing::FindValue;
+using testing::HttpGet;
+using testing::ParseExposition;
+using testing::WaitFor;
+
+ExporterOptions LoopbackExporter(std::chrono::milliseconds expire_after = 10min) {
+  return ExporterOptions{.web_listen_address = "127.0.0.1:0",
+                         .grpc_listen_address = "127.0.0.1:0",
+                         .node_expire_after = expire_after,
+                         .max_reports_per_second = 1e6};
+}
+
+std::shared_ptr<grpc::Channel> Channel(const Exporter& exporter) {
+  // A connection of its own per client, and a flow-control window that does not grow: a client
+  // that stops reading is stuck after 64 KiB.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  return grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(exporter.grpc_port()),
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+// Reports one by one on one Ingest stream, each answered before the next.
+class IngestClient {
+ public:
+  explicit IngestClient(const Exporter& exporter) : stub_(v1::Ingest::NewStub(Channel(exporter))) {
+    context_.set_deadline(std::chrono::system_clock::now() + 120s);
+    stream_ = stub_->Stream(&context_);
+  }
+  ~IngestClient() {
+    stream_->WritesDone();
+    v1::Ack ack;
+    while (stream_->Read(&ack)) {
+    }
+    EXPECT_TRUE(stream_->Finish().ok());
+  }
+
+  v1::Ack::Status Send(const v1::NodeReport& report) {
+    EXPECT_TRUE(stream_->Write(report));
+    v1::Ack ack;
+    EXPECT_TRUE(stream_->Read(&ack));
+    EXPECT_EQ(ack.sequence(), report.sequence());
+    return ack.status();
+  }
+
+ private:
+  std::unique_ptr<v1::Ingest::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::NodeReport, v1::Ack>> stream_;
+};
+
+// A report `sequence` seconds after a base well in the past (never ahead of the exporter's
+// clock), with one sim device (firmware `firmware`) whose link nvlink0 is up or down.
+v1::NodeReport Report(const std::string& node, uint64_t sequence, bool link_up,
+                      const std::string& firmware = "1.2.0", int devices = 1, int links = 1) {
+  static const int64_t base_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count() -
+                                10'000;
+  v1::NodeReport r;
+  r.set_node(node);
+  r.set_agent_instance_id("diag-test");
+  r.set_sequence(sequence);
+  r.mutable_timestamp()->set_seconds(base_s + static_cast<int64_t>(sequence));
+  r.mutable_interval()->set_seconds(1);
+  for (int d = 0; d < devices; ++d) {
+    v1::DeviceTelemetry* device = r.add_devices();
+    device->mutable_identity()->set_vendor("sim");
+    device->mutable_identity()->set_model("Sim Accelerator");
+    device->mutable_identity()->set_index(d);
+    device->mutable_identity()->set_uuid("sim-" + node + "-" + std::to_string(d));
+    device->mutable_identity()->set_firmware_version(firmware);
+    device->set_up(true);
+    for (int l = 0; l < links; ++l) {
+      v1::Link* link = device->add_links();
+      link->set_name("nvlink" + std::to_string(l));
+      link->set_up(l == 0 ? link_up : true);
+      link->set_transmit_bytes_total(sequence * 1000);
+      link->set_receive_bytes_total(sequence * 1000);
+    }
+  }
+  return r;
+}
+
+std::vector<testing::Sample> Scrape(const Exporter& exporter) {
+  const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
+  EXPECT_EQ(response.status, 200);
+  return ParseExposition(response.body);
+}
+
+// Keeps every event of one Watch stream, read on a thread of its own.
+class WatchClient {
+ public:
+  WatchClient(const Exporter& exporter, v1::WatchRequest request)
+      : stub_(v1::Query::NewStub(Channel(exporter))) {
+    reader_ = stub_->Watch(&context_, request);
+    thread_ = std::thread([this] {
+      v1::WatchEvent event;
+      while (reader_->Read(&event)) {
+        std::lock_guard lock(mu_);
+        events_.push_back(event);
+      }
+      status_ = reader_->Finish();
+      ended_ = true;
+    });
+  }
+  ~WatchClient() {
+    context_.TryCancel();
+    thread_.join();
+  }
+
+  std::vector<v1::WatchEvent> events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  bool ended() const { return ended_; }
+  // Once ended.
+  const grpc::Status& status() const { return status_; }
+
+ private:
+  std::unique_ptr<v1::Query::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<v1::WatchEvent>> reader_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<v1::WatchEvent> events_;
+  grpc::Status status_;
+  std::atomic<bool> ended_{false};
+};
+
+// "R<seq>" for a report, "open:<rule>" / "closed:<rule>" for a finding of `rule` (other rules'
+// findings are left out: the test is about one rule).
+std::vector<std::string> Describe(const std::vector<v1::WatchEvent>& events,
+                                  const std::string& rule) {
+  std::vector<std::string> out;
+  for (const v1::WatchEvent& e : events) {
+    if (e.has_report()) {
+      out.push_back("R" + std::to_string(e.report().sequence()));
+    } else if (e.finding().rule() == rule) {
+      out.push_back((e.finding().has_end() ? "closed:" : "open:") + e.finding().rule());
+    }
+  }
+  return out;
+}
+
+const std::map<std::string, std::string> kLinkDown{{"rule", "link_down"},
+                                                   {"node", "n1"},
+                                                   {"device", "0"},
+                                                   {"link", "nvlink0"},
+                                                   {"severity", "critical"}};
+
+TEST(DiagnosticsOnline, LinkDownOpensAndClosesInMetricsQueryAndWatch) {
+  Exporter exporter(LoopbackExporter());
+  exporter.Start();
+
+  // Before any finding, every rule's counters are there at 0.
+  auto samples = Scrape(exporter);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "link_down"}, {"severity", "critical"}}),
+            0.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "firmware_below_minimum"}, {"severity", "warning"}}),
+            0.0);
+  EXPECT_EQ(CountSamples(samples, "accelmon_diagnosis_active"), 0u);
+
+  v1::WatchRequest request;
+  request.set_reports(true);
+  WatchClient watch(exporter, request);
+  ASSERT_TRUE(WaitFor([&] { return exporter.query()->watchers() == 1; }, 10s));
+
+  auto ingest = std::make_unique<IngestClient>(exporter);
+  EXPECT_EQ(ingest->Send(Report("n1", 1, /*link_up=*/true)), v1::Ack::STATUS_APPLIED);
+  EXPECT_EQ(ingest->Send(Report("n1", 2, /*link_up=*/false)), v1::Ack::STATUS_APPLIED);
+
+  samples = Scrape(exporter);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active", kLinkDown), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "link_down"}, {"severity", "critical"}}),
+            1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_reports_total"), 2.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_out_of_order_total"), 0.0);
+
+  // Sent again (an agent reconnecting): a duplicate changes nothing.
+  EXPECT_EQ(ingest->Send(Report("n1", 2, /*link_up=*/false)), v1::Ack::STATUS_DUPLICATE);
+  samples = Scrape(exporter);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "link_down"}, {"severity", "critical"}}),
+            1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_reports_total"), 2.0);
+
+  EXPECT_EQ(ingest->Send(Report("n1", 3, /*link_up=*/true)), v1::Ack::STATUS_APPLIED);
+  ingest.reset();
+  samples = Scrape(exporter);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active", {{"rule", "link_down"}}), std::nullopt);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "link_down"}, {"severity", "critical"}}),
+            1.0);
+
+  // Watch saw each report and, right after the report that caused it, each change.
+  ASSERT_TRUE(WaitFor([&] { return Describe(watch.events(), "link_down").size() >= 5; }, 10s));
+  EXPECT_EQ(Describe(watch.events(), "link_down"),
+            (std::vector<std::string>{"R1", "R2", "open:link_down", "R3", "closed:link_down"}));
+  v1::Finding opened;
+  for (const v1::WatchEvent& e : watch.events()) {
+    if (e.finding().rule() == "link_down") {
+      opened = e.finding();
+      break;
+    }
+  }
+  EXPECT_EQ(opened.severity(), "critical");
+  EXPECT_EQ(opened.node(), "n1");
+  EXPECT_EQ(opened.device(), "0");
+  EXPECT_EQ(opened.link(), "nvlink0");
+  EXPECT_FALSE(opened.summary().empty());
+
+  auto query = v1::Query::NewStub(Channel(exporter));
+  {
+    grpc::ClientContext context;
+    v1::GetNodesRequest nodes;
+    v1::GetNodesResponse response;
+    ASSERT_TRUE(query->GetNodes(&context, nodes, &response).ok());
+    ASSERT_EQ(response.reports_size(), 1);
+    EXPECT_EQ(response.reports(0).node(), "n1");
+    EXPECT_EQ(response.reports(0).sequence(), 3u);
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetNodesRequest nodes;
+    nodes.add_nodes("someone-else");
+    v1::GetNodesResponse response;
+    ASSERT_TRUE(query->GetNodes(&context, nodes, &response).ok());
+    EXPECT_EQ(response.reports_size(), 0);
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetFindingsResponse response;
+    ASSERT_TRUE(query->GetFindings(&context, v1::GetFindingsRequest(), &response).ok());
+    for (const v1::Finding& f : response.findings()) EXPECT_NE(f.rule(), "link_down");
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetFindingsRequest findings;
+    findings.set_include_closed(true);
+    findings.add_nodes("n1");
+    v1::GetFindingsResponse response;
+    ASSERT_TRUE(query->GetFindings(&context, findings, &response).ok());
+    ASSERT_GE(response.findings_size(), 1);
+    EXPECT_EQ(response.findings(0).rule(), "link_down");
+    EXPECT_TRUE(response.findings(0).has_end());
+    EXPECT_LT(response.findings(0).start().seconds(), response.findings(0).end().seconds());
+  }
+  exporter.Stop();
+  EXPECT_TRUE(WaitFor([&] { return watch.ended(); }, 10s));
+}
+
+TEST(DiagnosticsOnline, FirmwareBelowMinimumFiresAndWatchStartsWithIt) {
+  Exporter exporter(LoopbackExporter());
+  exporter.Start();
+  {
+    IngestClient ingest(exporter);
+    EXPECT_EQ(ingest.Send(Report("n2", 1, true, "0.9.0")), v1::Ack::STATUS_APPLIED);
+    EXPECT_EQ(ingest.Send(Report("n2", 2, true, "0.9.0")), v1::Ack::STATUS_APPLIED);
+  }
+  const auto samples = Scrape(exporter);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active",
+                      {{"rule", "firmware_below_minimum"},
+                       {"node", "n2"},
+                       {"device", "0"},
+                       {"link", ""},
+                       {"severity", "warning"}}),
+            1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
+                      {{"rule", "firmware_below_minimum"}, {"severity", "warning"}}),
+            1.0);
+
+  // A watcher arriving later starts with the latest report and the open finding.
+  v1::WatchRequest request;
+  request.set_reports(true);
+  request.set_initial_state(true);
+  request.add_nodes("n2");
+  WatchClient watch(exporter, request);
+  ASSERT_TRUE(
+      WaitFor([&] { return Describe(watch.events(), "firmware_below_minimum").size() >= 2; }, 10s));
+  EXPECT_EQ(Describe(watch.events(), "firmware_below_minimum"),
+            (std::vector<std::string>{"R2", "open:firmware_below_minimum"}));
+
+  // Another node's events are filtered out.
+  v1::WatchRequest other;
+  other.set_initial_state(true);
+  other.add_nodes("n3");
+  WatchClient none(exporter, other);
+  ASSERT_TRUE(WaitFor([&] { return exporter.query()->watchers() == 2; }, 10s));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(none.events().empty());
+}
+
+TEST(DiagnosticsOnline, ExpiredNodesCloseTheirFindings) {
+  Exporter exporter(LoopbackExporter(/*expire_after=*/2s));
+  exporter.Start();
+  {
+    IngestClient ingest(exporter);
+    ingest.Send(Report("n4", 1, true));
+    ingest.Send(Report("n4", 2, false));
+  }
+  EXPECT_EQ(FindValue(Scrape(exporter), "accelmon_diagnosis_active",
+                      {{"node", "n4"}, {"rule", "link_down"}}),
+            1.0);
+  ASSERT_TRUE(WaitFor(
+      [&] { return CountSamples(Scrape(exporter), "accelmon_diagnosis_active") == 0; }, 10s))
+      << "the node expired: its findings closed";
+  auto query = v1::Query::NewStub(Channel(exporter));
+  grpc::ClientContext context;
+  v1::GetFindingsRequest findings;
+  findings.set_include_closed(true);
+  v1::GetFindingsResponse response;
+  ASSERT_TRUE(query->GetFindings(&context, findings, &response).ok());
+  ASSERT_GE(response.findings_size(), 1);
+  for (const v1::Finding& f : response.findings()) EXPECT_TRUE(f.has_end()) << f.rule();
+}
+
+TEST(DiagnosticsOnline, SlowWatcherNeverBlocksIngestAndStopIsClean) {
+  Exporter exporter(LoopbackExporter());
+  exporter.Start();
+
+  // Never reads: its window fills and its queue overflows.
+  auto stub = v1::Query::NewStub(Channel(exporter));
+  grpc::ClientContext stuck_context;
+  v1::WatchRequest request;
+  request.set_reports(true);
+  auto stuck = stub->Watch(&stuck_context, request);
+  // Reads every finding, until the server ends the stream.
+  WatchClient reading(exporter, v1::WatchRequest());
+  ASSERT_TRUE(WaitFor([&] { return exporter.query()->watchers() == 2; }, 10s));
+
+  constexpr int kReports = 2000;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    IngestClient ingest(exporter);
+    for (int i = 1; i <= kReports; ++i) {
+      // 8 devices of 16 links: about 20 KiB a report, far beyond the stuck client's window.
+      ASSERT_EQ(ingest.Send(Report("n5", i, i % 2 == 0, "1.2.0", 8, 16)), v1::Ack::STATUS_APPLIED);
+    }
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, 60s);
+  EXPECT_EQ(exporter.stats().reports_applied.load(), static_cast<uint64_t>(kReports));
+  EXPECT_GT(exporter.query()->dropped(), 0u) << "the stuck watcher lost its oldest events";
+  // The reading watcher lost nothing: each device's nvlink0 went down at 3, 5, ... 1999 and up
+  // at 4, ... 2000.
+  const auto link_down_events = [&] {
+    size_t n = 0;
+    for (const v1::WatchEvent& e : reading.events()) n += e.finding().rule() == "link_down";
+    return n;
+  };
+  EXPECT_TRUE(WaitFor([&] { return link_down_events() == 8 * 2 * 999; }, 30s))
+      << link_down_events();
+
+  const auto stop_start = std::chrono::steady_clock::now();
+  exporter.Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, 10s);
+  EXPECT_EQ(exporter.query()->watchers(), 0u);
+  ASSERT_TRUE(WaitFor([&] { return reading.ended(); }, 10s));
+  EXPECT_TRUE(reading.status().ok()) << reading.status().error_message();
+  stuck_context.TryCancel();
+}
+
+}  // namespace
+}  // namespace accelmon
