@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "accelmon/v1/recording.pb.h"
+#include "bench/count_values.h"
 #include "collectors/registry.h"
 #include "collectors/sim.h"
 #include "daemon/metrics_renderer.h"
@@ -44,39 +45,7 @@ constexpr int kNodes = 16;
 constexpr int kTicks = 64;
 constexpr int64_t kStart = 1764680000;
 
-// Numeric fields set in `m` (integers, floating point, bools; every element of repeated fields
-// and maps), not counting the identity and time stamps that say what the values are about.
-uint64_t CountValues(const pb::Message& m) {
-  const pb::Descriptor* d = m.GetDescriptor();
-  if (d->full_name() == "google.protobuf.Timestamp" ||
-      d->full_name() == "google.protobuf.Duration" ||
-      d->full_name() == "accelmon.v1.DeviceIdentity") {
-    return 0;
-  }
-  const pb::Reflection* r = m.GetReflection();
-  std::vector<const pb::FieldDescriptor*> fields;
-  r->ListFields(m, &fields);
-  uint64_t n = 0;
-  for (const pb::FieldDescriptor* f : fields) {
-    if (d->full_name() == "accelmon.v1.NodeReport" && f->name() == "sequence") continue;
-    switch (f->cpp_type()) {
-      case pb::FieldDescriptor::CPPTYPE_MESSAGE:
-        if (f->is_repeated()) {
-          for (int i = 0; i < r->FieldSize(m, f); ++i)
-            n += CountValues(r->GetRepeatedMessage(m, f, i));
-        } else {
-          n += CountValues(r->GetMessage(m, f));
-        }
-        break;
-      case pb::FieldDescriptor::CPPTYPE_STRING:
-      case pb::FieldDescriptor::CPPTYPE_ENUM:
-        break;
-      default:
-        n += f->is_repeated() ? static_cast<uint64_t>(r->FieldSize(m, f)) : 1;
-    }
-  }
-  return n;
-}
+using accelmon::bench::CountValues;
 
 uint64_t CountSamples(const NodeReport& report) {
   const auto at =

@@ -36,6 +36,8 @@ section "Recording: bytes on disk against Prometheus's TSDB" recording-tsdb \
   bash bench/recording_vs_tsdb.sh "$build"
 section "/metrics render: accelmon vs prometheus-cpp" render \
   gbench "$build/bench/render_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+section "Offline diagnosis: accelmon diagnose" diagnose \
+  gbench "$build/bench/diagnose_bench" --benchmark_min_time=0.5
 section "Ingest, latency, scale and agent cost: loadgen against a bare gRPC echo server" ingest \
   bash bench/ingest_vs_echo.sh "$build"
 echo "bench/README.md: tables rewritten; commit them with the run's context."

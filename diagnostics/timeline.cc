@@ -1,0 +1,514 @@
+#include "diagnostics/timeline.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace accelmon::diagnostics {
+namespace {
+
+constexpr int64_t kSecond = 1'000'000'000;
+constexpr int64_t kMinute = 60 * kSecond;
+
+int64_t Nanos(const google::protobuf::Timestamp& t) { return t.seconds() * kSecond + t.nanos(); }
+
+std::tm UtcTm(int64_t ns) {
+  int64_t seconds = ns / kSecond;
+  if (ns % kSecond < 0) --seconds;
+  const auto t = static_cast<std::time_t>(seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return tm;
+}
+
+// "03:20:11": the time of day, for an end on the day the finding started.
+std::string TimeOfDay(int64_t ns) {
+  const std::tm tm = UtcTm(ns);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d", tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return buf;
+}
+
+bool SameDay(int64_t a, int64_t b) {
+  const std::tm x = UtcTm(a);
+  const std::tm y = UtcTm(b);
+  return x.tm_year == y.tm_year && x.tm_yday == y.tm_yday;
+}
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Shortest text that reads back as the same double.
+std::string Number(double v) {
+  char buf[32];
+  const auto [ptr, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, ptr) : "0";
+}
+
+// "0.62", "12345678", "1.5e+10": evidence for people.
+std::string Readable(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string SizeText(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", bytes);
+  return buf;
+}
+
+std::string Subject(const v1::Finding& f) {
+  std::string s = "node " + f.node();
+  if (!f.device().empty()) s += " device " + f.device();
+  if (!f.link().empty()) s += " link " + f.link();
+  return s;
+}
+
+std::string EvidenceText(const v1::Evidence& e) {
+  std::string s = e.name() + ": ";
+  if (e.has_value()) {
+    s += Readable(e.value());
+    if (!e.unit().empty()) s += " " + e.unit();
+    if (!e.text().empty()) s += " (" + e.text() + ")";
+  } else {
+    s += e.text();
+  }
+  return s;
+}
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string JsonNumber(double v) { return std::isfinite(v) ? Number(v) : "null"; }
+
+std::string JsonTime(const std::optional<int64_t>& ns) {
+  return ns ? JsonString(FormatRfc3339(*ns)) : "null";
+}
+
+std::string Html(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// Counts by rule and by severity: "job_stall 1, memory_fragmentation 2; critical 1, warning 2".
+std::string Counts(std::span<const v1::Finding> findings) {
+  std::map<std::string, uint64_t> rules;
+  std::map<std::string, uint64_t> severities;
+  for (const v1::Finding& f : findings) {
+    ++rules[f.rule()];
+    ++severities[f.severity()];
+  }
+  std::string s;
+  for (const auto& [rule, n] : rules) s += (s.empty() ? "" : ", ") + rule + " " + std::to_string(n);
+  s += ";";
+  bool first = true;
+  for (const auto& [severity, n] : severities) {
+    s += (first ? " " : ", ") + severity + " " + std::to_string(n);
+    first = false;
+  }
+  return s;
+}
+
+uint64_t OpenCount(std::span<const v1::Finding> findings) {
+  return static_cast<uint64_t>(
+      std::count_if(findings.begin(), findings.end(), [](const auto& f) { return !f.has_end(); }));
+}
+
+// "INPUT: 4800 reports from 2 nodes, FIRST .. LAST (40m00s)" and what was lost or skipped.
+std::string InputLine(const InputSummary& in) {
+  std::string s = in.input + ": " + Plural(in.reports, "report", "reports") + " from " +
+                  Plural(in.nodes, "node", "nodes");
+  if (in.first_ns && in.last_ns) {
+    s += ", " + FormatRfc3339(*in.first_ns) + " .. " + FormatRfc3339(*in.last_ns) + " (" +
+         FormatDuration(*in.last_ns - *in.first_ns) + ")";
+  }
+  if (in.damaged_regions > 0) {
+    s += "; DAMAGED: " + Plural(in.damaged_regions, "region", "regions") + ", " +
+         SizeText(static_cast<double>(in.damaged_bytes)) + " bytes lost";
+  }
+  if (in.out_of_order > 0) {
+    s += "; " + Plural(in.out_of_order, "report", "reports") +
+         " skipped (not newer than their node's previous)";
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SVG plot
+
+constexpr double kWidth = 760;
+constexpr double kHeight = 220;
+constexpr double kLeft = 80;
+constexpr double kRight = 16;
+constexpr double kTop = 12;
+constexpr double kBottom = 28;
+
+// A y-axis label in the plot's unit: bytes as GiB, ratios as %.
+std::string AxisValue(double v, std::string_view unit) {
+  char buf[48];
+  if (unit == "bytes") {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+  } else if (unit == "bytes_per_second") {
+    if (std::fabs(v) >= 1024.0 * 1024 * 1024) {
+      std::snprintf(buf, sizeof buf, "%.2f GiB/s", v / (1024.0 * 1024 * 1024));
+    } else {
+      std::snprintf(buf, sizeof buf, "%.1f MiB/s", v / (1024.0 * 1024));
+    }
+  } else if (unit == "ratio") {
+    std::snprintf(buf, sizeof buf, "%.0f%%", v * 100);
+  } else if (unit == "celsius") {
+    std::snprintf(buf, sizeof buf, "%.0f \u00b0C", v);
+  } else if (unit == "bool") {
+    return v >= 0.5 ? "up" : "down";
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+  }
+  return buf;
+}
+
+std::string Fixed(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// A time-axis step that gives at most about seven ticks.
+int64_t TimeStep(int64_t span_ns) {
+  static constexpr int64_t kSteps[] = {10 * kSecond,   30 * kSecond,   kMinute,       2 * kMinute,
+                                       5 * kMinute,    10 * kMinute,   15 * kMinute,  30 * kMinute,
+                                       60 * kMinute,   120 * kMinute,  360 * kMinute, 720 * kMinute,
+                                       1440 * kMinute, 10080 * kMinute};
+  for (int64_t step : kSteps) {
+    if (span_ns / step <= 7) return step;
+  }
+  return kSteps[std::size(kSteps) - 1];
+}
+
+void WritePlot(std::ostream& out, const v1::Finding& f, const InputSummary& input,
+               const std::vector<SeriesPoint>& points) {
+  const std::string_view unit = PlotUnit(f.plot());
+  const int64_t start = Nanos(f.start());
+  const int64_t x0 = start - SeriesCollector::kDefaultMarginNs;
+  int64_t x1 = f.has_end() ? Nanos(f.end()) + SeriesCollector::kDefaultMarginNs
+                           : input.last_ns.value_or(start);
+  // Points are what the collector kept; the axis must hold them even when the input ran on.
+  if (!points.empty()) x1 = std::max(x1, points.back().time_ns);
+  x1 = std::max(x1, x0 + kMinute);
+
+  double lo = points.front().value;
+  double hi = lo;
+  for (const SeriesPoint& p : points) {
+    lo = std::min(lo, p.value);
+    hi = std::max(hi, p.value);
+  }
+  if (unit == "ratio" || unit == "bool") {
+    lo = std::min(lo, 0.0);
+    hi = std::max(hi, 1.0);
+  } else if (unit == "bytes" || unit == "bytes_per_second" || unit == "count") {
+    lo = std::min(lo, 0.0);
+  }
+  if (hi - lo < 1e-12) {
+    const double pad = std::max(std::fabs(hi) * 0.1, 1.0);
+    lo -= pad;
+    hi += pad;
+  }
+
+  const double plot_w = kWidth - kLeft - kRight;
+  const double plot_h = kHeight - kTop - kBottom;
+  auto x = [&](int64_t t) {
+    return kLeft + plot_w * static_cast<double>(t - x0) / static_cast<double>(x1 - x0);
+  };
+  auto y = [&](double v) { return kTop + plot_h * (1 - (v - lo) / (hi - lo)); };
+
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
+      << "\" viewBox=\"0 0 " << kWidth << ' ' << kHeight << "\" role=\"img\" aria-label=\""
+      << Html(f.plot()) << "\">\n";
+  // The finding's span, shaded.
+  const double span_from = x(std::max(start, x0));
+  const double span_to = x(std::min(f.has_end() ? Nanos(f.end()) : x1, x1));
+  out << "<rect class=\"span " << Html(f.severity()) << "\" x=\"" << Fixed(span_from) << "\" y=\""
+      << kTop << "\" width=\"" << Fixed(std::max(span_to - span_from, 1.0)) << "\" height=\""
+      << plot_h << "\"/>\n";
+  // Axes, with value labels at five levels and time labels at round steps.
+  out << "<g class=\"axis\">\n";
+  for (int i = 0; i <= 4; ++i) {
+    const double v = lo + (hi - lo) * i / 4;
+    if (unit == "bool" && i % 4 != 0) continue;
+    out << "<line x1=\"" << kLeft << "\" x2=\"" << kWidth - kRight << "\" y1=\"" << Fixed(y(v))
+        << "\" y2=\"" << Fixed(y(v)) << "\" class=\"grid\"/>"
+        << "<text x=\"" << kLeft - 6 << "\" y=\"" << Fixed(y(v) + 4) << "\" text-anchor=\"end\">"
+        << Html(AxisValue(v, unit)) << "</text>\n";
+  }
+  const int64_t step = TimeStep(x1 - x0);
+  for (int64_t t = (x0 / step + 1) * step; t <= x1; t += step) {
+    const std::string label = TimeOfDay(t).substr(0, step < kMinute ? 8 : 5);
+    out << "<line x1=\"" << Fixed(x(t)) << "\" x2=\"" << Fixed(x(t)) << "\" y1=\"" << kTop
+        << "\" y2=\"" << kTop + plot_h << "\" class=\"grid\"/>"
+        << "<text x=\"" << Fixed(x(t)) << "\" y=\"" << kHeight - 8 << "\" text-anchor=\"middle\">"
+        << label << "</text>\n";
+  }
+  out << "<rect class=\"frame\" x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << plot_w
+      << "\" height=\"" << plot_h << "\"/>\n</g>\n";
+
+  // The line, broken where reports are missing (a gap over 3x the usual interval).
+  std::vector<int64_t> steps;
+  for (size_t i = 1; i < points.size(); ++i)
+    steps.push_back(points[i].time_ns - points[i - 1].time_ns);
+  int64_t gap = std::numeric_limits<int64_t>::max();
+  if (!steps.empty()) {
+    std::nth_element(steps.begin(), steps.begin() + static_cast<ptrdiff_t>(steps.size() / 2),
+                     steps.end());
+    gap = 3 * std::max<int64_t>(steps[steps.size() / 2], kSecond);
+  }
+  size_t begin = 0;
+  for (size_t i = 1; i <= points.size(); ++i) {
+    if (i < points.size() && points[i].time_ns - points[i - 1].time_ns <= gap) continue;
+    if (i - begin == 1) {
+      out << "<circle class=\"line\" cx=\"" << Fixed(x(points[begin].time_ns)) << "\" cy=\""
+          << Fixed(y(points[begin].value)) << "\" r=\"2\"/>\n";
+    } else {
+      out << "<polyline class=\"line\" points=\"";
+      for (size_t j = begin; j < i; ++j) {
+        out << (j == begin ? "" : " ") << Fixed(x(points[j].time_ns)) << ','
+            << Fixed(y(points[j].value));
+      }
+      out << "\"/>\n";
+    }
+    begin = i;
+  }
+  out << "</svg>\n";
+}
+
+constexpr const char* kStyle = R"(body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
+h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}
+table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
+.critical{color:#b00020;font-weight:bold}.warning{color:#a15c00;font-weight:bold}
+code{font-size:.95em}.note{color:#666}ul{margin:.3em 0}
+svg text{font:11px system-ui,sans-serif;fill:#444}
+svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#999}
+svg .line{fill:none;stroke:#1f5fbf;stroke-width:1.5}svg circle.line{fill:#1f5fbf}
+svg .span{fill:#f5c542;fill-opacity:.25}svg .span.critical{fill:#e0453a;fill-opacity:.18}
+)";
+
+}  // namespace
+
+std::string FormatRfc3339(int64_t ns) {
+  const std::tm tm = UtcTm(ns);
+  int64_t ms = ns % kSecond / 1'000'000;
+  if (ms < 0) ms += 1000;
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+std::string FormatDuration(int64_t ns) {
+  const double s = std::max(0.0, static_cast<double>(ns) / 1e9);
+  char buf[96];
+  if (s < 10 && std::fmod(s, 1.0) != 0) {
+    std::snprintf(buf, sizeof buf, "%.1fs", s);
+    return buf;
+  }
+  const auto total = static_cast<long long>(std::llround(s));
+  const long long h = total / 3600;
+  const long long m = total / 60 % 60;
+  const long long sec = total % 60;
+  if (h > 0) {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", h, m, sec);
+  } else if (m > 0) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", m, sec);
+  } else {
+    std::snprintf(buf, sizeof buf, "%llds", sec);
+  }
+  return buf;
+}
+
+void SortFindings(std::vector<v1::Finding>& findings) {
+  std::stable_sort(findings.begin(), findings.end(), [](const auto& a, const auto& b) {
+    return std::tuple(Nanos(a.start()), a.node(), a.rule(), a.device(), a.link()) <
+           std::tuple(Nanos(b.start()), b.node(), b.rule(), b.device(), b.link());
+  });
+}
+
+void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
+               const InputSummary& input) {
+  out << InputLine(input) << "\n\n";
+  if (findings.empty()) {
+    out << "no findings\n";
+    return;
+  }
+  for (const v1::Finding& f : findings) {
+    char severity[16];
+    std::snprintf(severity, sizeof severity, "%-8s", Upper(f.severity()).c_str());
+    out << FormatRfc3339(Nanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
+        << Subject(f) << "  " << f.summary() << '\n';
+    for (const v1::Evidence& e : f.evidence()) out << "    " << EvidenceText(e) << '\n';
+    if (f.has_end()) {
+      const int64_t start = Nanos(f.start());
+      const int64_t end = Nanos(f.end());
+      out << "    ended " << (SameDay(start, end) ? TimeOfDay(end) : FormatRfc3339(end)) << " ("
+          << FormatDuration(end - start) << ")\n";
+    } else {
+      out << "    still open\n";
+    }
+  }
+  const uint64_t open = OpenCount(findings);
+  out << '\n'
+      << Plural(findings.size(), "finding", "findings") << " (" << open
+      << " still open): " << Counts(findings) << '\n';
+}
+
+void WriteJson(std::ostream& out, std::span<const v1::Finding> findings,
+               const InputSummary& input) {
+  out << "{\"input\": {\"path\": " << JsonString(input.input) << ", \"reports\": " << input.reports
+      << ", \"nodes\": " << input.nodes << ", \"first\": " << JsonTime(input.first_ns)
+      << ", \"last\": " << JsonTime(input.last_ns) << ", \"damage\": " << input.damaged_regions
+      << ", \"damaged_bytes\": " << input.damaged_bytes
+      << ", \"out_of_order\": " << input.out_of_order << "},\n \"findings\": [";
+  bool first = true;
+  for (const v1::Finding& f : findings) {
+    out << (first ? "\n  " : ",\n  ");
+    first = false;
+    out << "{\"rule\": " << JsonString(f.rule()) << ", \"severity\": " << JsonString(f.severity())
+        << ", \"node\": " << JsonString(f.node()) << ", \"device\": " << JsonString(f.device())
+        << ", \"link\": " << JsonString(f.link())
+        << ", \"start\": " << JsonString(FormatRfc3339(Nanos(f.start()))) << ", \"end\": "
+        << (f.has_end() ? JsonString(FormatRfc3339(Nanos(f.end()))) : std::string("null"))
+        << ", \"summary\": " << JsonString(f.summary()) << ", \"evidence\": [";
+    for (int i = 0; i < f.evidence_size(); ++i) {
+      const v1::Evidence& e = f.evidence(i);
+      out << (i == 0 ? "" : ", ") << "{\"name\": " << JsonString(e.name());
+      if (e.has_value()) {
+        out << ", \"value\": " << JsonNumber(e.value()) << ", \"unit\": " << JsonString(e.unit());
+        if (!e.text().empty()) out << ", \"text\": " << JsonString(e.text());
+      } else {
+        out << ", \"text\": " << JsonString(e.text());
+      }
+      out << '}';
+    }
+    out << "]}";
+  }
+  out << (findings.empty() ? "]}\n" : "\n ]}\n");
+}
+
+void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const InputSummary& input,
+               std::span<const std::vector<SeriesPoint>> series) {
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      << "<title>accelmon diagnose: " << Html(input.input) << "</title>\n<style>\n"
+      << kStyle << "</style>\n</head>\n<body>\n"
+      << "<h1>accelmon diagnose</h1>\n<p>" << Html(InputLine(input)) << "</p>\n";
+  if (findings.empty()) {
+    out << "<p>No findings.</p>\n</body>\n</html>\n";
+    return;
+  }
+  out << "<p>" << Html(Plural(findings.size(), "finding", "findings")) << " ("
+      << OpenCount(findings) << " still open): " << Html(Counts(findings)) << "</p>\n";
+  out << "<table>\n<thead><tr><th>start</th><th>severity</th><th>rule</th><th>subject</th>"
+         "<th>summary</th><th>end</th></tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const v1::Finding& f = findings[i];
+    const int64_t start = Nanos(f.start());
+    out << "<tr><td><a href=\"#f" << i << "\">" << FormatRfc3339(start) << "</a></td><td class=\""
+        << Html(f.severity()) << "\">" << Html(f.severity()) << "</td><td><code>" << Html(f.rule())
+        << "</code></td><td>" << Html(Subject(f)) << "</td><td>" << Html(f.summary())
+        << "</td><td>";
+    if (f.has_end()) {
+      out << FormatRfc3339(Nanos(f.end())) << " (" << FormatDuration(Nanos(f.end()) - start) << ")";
+    } else {
+      out << "still open";
+    }
+    out << "</td></tr>\n";
+  }
+  out << "</tbody>\n</table>\n";
+
+  for (size_t i = 0; i < findings.size(); ++i) {
+    const v1::Finding& f = findings[i];
+    out << "<h2 id=\"f" << i << "\"><span class=\"" << Html(f.severity()) << "\">"
+        << Html(Upper(f.severity())) << "</span> <code>" << Html(f.rule()) << "</code> "
+        << Html(Subject(f)) << "</h2>\n<p>" << Html(f.summary()) << "</p>\n";
+    if (f.evidence_size() > 0) {
+      out << "<ul>\n";
+      for (const v1::Evidence& e : f.evidence())
+        out << "<li>" << Html(EvidenceText(e)) << "</li>\n";
+      out << "</ul>\n";
+    }
+    const std::vector<SeriesPoint>* points = i < series.size() ? &series[i] : nullptr;
+    if (f.plot().empty()) {
+      out << "<p class=\"note\">No plot for this rule.</p>\n";
+    } else if (points == nullptr || points->empty()) {
+      out << "<p class=\"note\">No values of <code>" << Html(f.plot())
+          << "</code> around this finding.</p>\n";
+    } else {
+      out << "<p class=\"note\"><code>" << Html(f.plot())
+          << "</code> from 10 minutes before to 10 minutes after (shaded: the finding)</p>\n";
+      WritePlot(out, f, input, *points);
+    }
+  }
+  out << "</body>\n</html>\n";
+}
+
+}  // namespace accelmon::diagnostics

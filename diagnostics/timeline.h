@@ -1,0 +1,54 @@
+// What `accelmon diagnose` prints: the findings over an input as an incident timeline (text),
+// JSON, or one self-contained HTML page with a plot around each finding.
+//
+// The writers print findings in the order given: SortFindings first for a timeline (by start,
+// then node, rule, device and link). Times are RFC 3339 in UTC with milliseconds
+// ("2026-12-02T03:14:07.000Z").
+//
+// JSON: {"input": {...}, "findings": [{"rule", "severity", "node", "device", "link", "start",
+// "end", "summary", "evidence"}]}. "device" and "link" are always there, "" when the finding is
+// not about a device or a link; "end" is null while the finding is open; each evidence is
+// {"name", "value", "unit"} when numeric (plus "text" when it carries a note) or
+// {"name", "text"}. A value that is not finite is null.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "accelmon/v1/diagnostics.pb.h"
+#include "diagnostics/series.h"
+
+namespace accelmon::diagnostics {
+
+// What the findings were found in.
+struct InputSummary {
+  std::string input{};  // as given on the command line
+  uint64_t reports = 0;
+  uint64_t nodes = 0;
+  std::optional<int64_t> first_ns{};  // oldest report
+  std::optional<int64_t> last_ns{};   // newest report
+  uint64_t damaged_regions = 0;
+  uint64_t damaged_bytes = 0;
+  uint64_t out_of_order = 0;  // reports the engine skipped
+};
+
+void WriteText(std::ostream& out, std::span<const v1::Finding> findings, const InputSummary& input);
+void WriteJson(std::ostream& out, std::span<const v1::Finding> findings, const InputSummary& input);
+// `series[i]` is the plot of findings[i] (SeriesCollector over the same findings, in the same
+// order); a finding without points gets a note instead of a plot.
+void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const InputSummary& input,
+               std::span<const std::vector<SeriesPoint>> series);
+
+// The order the writers print in: by start, node, rule, device, link.
+void SortFindings(std::vector<v1::Finding>& findings);
+
+// RFC 3339 with milliseconds in UTC.
+std::string FormatRfc3339(int64_t ns);
+// "6m04s", "1h02m03s", "12s", "0.5s".
+std::string FormatDuration(int64_t ns);
+
+}  // namespace accelmon::diagnostics
