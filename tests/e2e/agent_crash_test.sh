@@ -5,7 +5,9 @@
 source "$(dirname "$0")/lib.sh"
 FIXTURES=${FIXTURES:?set FIXTURES to tests/fixtures}
 
-start exporter --log.level debug exporter --web.listen-address 127.0.0.1:0 \
+# The agent reports 50 times a second, the exporter's default per-stream limit: lift it so a
+# backlog after a restart drains (this test is about crashes, not throttling).
+start exporter --log.level debug exporter --grpc.max-reports-per-second 2000 --web.listen-address 127.0.0.1:0 \
   --grpc.listen-address 127.0.0.1:0
 ports=$(wait_for_log exporter 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
 grpc_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
