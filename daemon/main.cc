@@ -10,9 +10,11 @@
 #include <iostream>
 
 #include "daemon/cli_validators.h"
+#include "daemon/diagnose_command.h"
 #include "daemon/loadgen_command.h"
 #include "daemon/record_commands.h"
 #include "daemon/run.h"
+#include "daemon/simulate_command.h"
 #include "daemon/version.h"
 
 namespace {
@@ -42,6 +44,9 @@ void AddCollectorFlags(CLI::App& cmd, accelmon::CollectorFlags& f) {
       ->capture_default_str();
   cmd.add_option("--sim.seed", f.sim_seed,
                  "Seed of the simulated devices (default: derived from the node name)");
+  cmd.add_option("--sim.scenario", f.sim_scenario,
+                 "YAML file of faults to inject into the simulated devices (README \"Fault "
+                 "scenarios\")");
   cmd.add_option("--nvml.library", f.nvml_library,
                  "NVIDIA NVML library to load; NVIDIA collection is off when it cannot be loaded")
       ->capture_default_str();
@@ -105,6 +110,11 @@ void AddExporterFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {
   cmd.add_option("--web.config.file", f.web_config_file,
                  "Prometheus exporter-toolkit web config (YAML): TLS and basic auth for /metrics; "
                  "/healthz stays open");
+  cmd.add_option(
+      "--diagnostics.config", f.diagnostics_config,
+      "YAML thresholds of the diagnostics rules (docs/diagnostics.md); default: built-in");
+  cmd.add_flag("--no-diagnostics", f.no_diagnostics,
+               "Run no diagnostics rules (no accelmon_diagnosis_* series, no findings)");
 }
 
 void AddRecordFlags(CLI::App& cmd, accelmon::ExporterFlags& f) {
@@ -223,6 +233,10 @@ int main(int argc, char** argv) {
   accelmon::AddRecordingCommands(app, recording_commands);
   accelmon::LoadgenCommand loadgen_command;  // simulated agents against an exporter
   accelmon::AddLoadgenCommand(app, loadgen_command);
+  accelmon::DiagnoseCommand diagnose_command;  // the diagnostics rules over a recording
+  accelmon::AddDiagnoseCommand(app, diagnose_command);
+  accelmon::SimulateCommand simulate_command;  // a simulated fleet's reports, faster than real time
+  accelmon::AddSimulateCommand(app, simulate_command);
 
   try {
     app.parse(argc, argv);
@@ -238,6 +252,8 @@ int main(int argc, char** argv) {
 
   if (auto rc = accelmon::RunRecordingCommand(recording_commands)) return *rc;
   if (auto rc = accelmon::RunLoadgenCommand(loadgen_command)) return *rc;
+  if (auto rc = accelmon::RunDiagnoseCommand(diagnose_command)) return *rc;
+  if (auto rc = accelmon::RunSimulateCommand(simulate_command)) return *rc;
 
   // Only a socket named on the command line is worth stopping for when it cannot be served.
   CLI::App* collecting = agent->parsed() ? agent : standalone;

@@ -104,6 +104,17 @@ std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
       return std::nullopt;
     }
   }
+  if (f.no_diagnostics) {
+    options.diagnostics.reset();
+  } else if (!f.diagnostics_config.empty()) {
+    try {
+      options.diagnostics = diagnostics::LoadConfig(f.diagnostics_config);  // "FILE:LINE: what"
+      options.diagnostics_config_file = f.diagnostics_config;
+    } catch (const diagnostics::ConfigError& e) {
+      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      return std::nullopt;
+    }
+  }
   if (!f.record_dir.empty()) {
     std::string error;
     options.recording = ToRecorderOptions(f, &error);
@@ -150,12 +161,37 @@ bool StartPush(const CollectorFlags& f, Push& push) {
   return true;
 }
 
-collectors::CollectorSet MakeCollectors(const CollectorFlags& f,
-                                        collectors::PushStore* push = nullptr) {
+// Reads --sim.scenario and checks it against --sim. False (exit 2, "FILE:LINE: what" on stderr)
+// when it is bad; `scenario` stays null without the flag.
+bool LoadSimScenario(const CollectorFlags& f,
+                     std::shared_ptr<const collectors::Scenario>& scenario) {
+  if (f.sim_scenario.empty()) return true;
+  if (f.sim_devices <= 0) {
+    std::fprintf(stderr, "accelmon: --sim.scenario needs simulated devices (--sim N)\n");
+    return false;
+  }
+  try {
+    auto loaded =
+        std::make_shared<const collectors::Scenario>(collectors::LoadScenario(f.sim_scenario));
+    collectors::CheckSimScenario(*loaded, f.sim_devices);
+    spdlog::info("sim: scenario {} with {} fault(s)", f.sim_scenario, loaded->faults.size());
+    scenario = std::move(loaded);
+  } catch (const collectors::ScenarioError& e) {
+    std::fprintf(stderr, "accelmon: %s\n", e.what());
+    return false;
+  }
+  return true;
+}
+
+collectors::CollectorSet MakeCollectors(
+    const CollectorFlags& f, collectors::PushStore* push = nullptr,
+    std::shared_ptr<const collectors::Scenario> scenario = nullptr) {
   collectors::CollectorConfig config{
       .paths = collectors::PathResolver(f.procfs, f.sysfs),
       .sim_devices = f.sim_devices,
       .sim_seed = f.sim_seed.value_or(collectors::SimSeedForNode(f.node_name)),
+      .sim_scenario = std::move(scenario),
+      .node = f.node_name,
       .devices = true,
       .nvml_library = f.nvml_library,
       .dcmi_library = f.dcmi_library,
@@ -184,6 +220,8 @@ int RunAgent(const CollectorFlags& collector_flags,
     std::fprintf(stderr, "accelmon: %s\n", error->c_str());
     return 2;
   }
+  std::shared_ptr<const collectors::Scenario> scenario;
+  if (!LoadSimScenario(collector_flags, scenario)) return 2;
   std::unique_ptr<Spool> spool;  // outlives the uplink
   AgentOptions agent_options = ToAgentOptions(collector_flags);
   if (!spool_flags.dir.empty()) {
@@ -211,7 +249,8 @@ int RunAgent(const CollectorFlags& collector_flags,
                               .spool = spool.get(),
                               .exporter_addresses = exporter_addresses,
                               .node = collector_flags.node_name});
-  Agent agent(std::move(agent_options), MakeCollectors(collector_flags, push.store.get()), uplink);
+  Agent agent(std::move(agent_options),
+              MakeCollectors(collector_flags, push.store.get(), std::move(scenario)), uplink);
   uplink.Start();
   agent.Start();
   spdlog::info("agent streaming to {}", fmt::join(exporter_addresses, ", "));
@@ -243,6 +282,8 @@ int RunExporter(const ExporterFlags& flags) {
 int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& exporter_flags) {
   auto options = LoadExporterOptions(exporter_flags);
   if (!options) return 2;
+  std::shared_ptr<const collectors::Scenario> scenario;
+  if (!LoadSimScenario(collector_flags, scenario)) return 2;
   const bool https = options->web_config.tls;
   const sigset_t signals = BlockShutdownSignals();
   Push push;  // outlives the agent and its collectors
@@ -256,8 +297,8 @@ int RunStandalone(const CollectorFlags& collector_flags, const ExporterFlags& ex
   }
   Uplink uplink(
       UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
-  Agent agent(ToAgentOptions(collector_flags), MakeCollectors(collector_flags, push.store.get()),
-              uplink);
+  Agent agent(ToAgentOptions(collector_flags),
+              MakeCollectors(collector_flags, push.store.get(), std::move(scenario)), uplink);
   uplink.Start();
   agent.Start();
 

@@ -27,6 +27,7 @@ struct CollectorFlags {
   std::string sysfs = "/sys";
   int sim_devices = 0;
   std::optional<uint64_t> sim_seed;
+  std::string sim_scenario;  // --sim.scenario FILE: faults to inject; empty: none
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string dcmi_library = "libdcmi.so";
   std::string device_timeout = "2s";
@@ -45,6 +46,9 @@ struct ExporterFlags {
   double max_reports_per_second = 50;
   GrpcServerTls grpc_tls{};     // exporter only
   std::string web_config_file;  // exporter-toolkit web config: TLS and basic auth for /metrics
+  // Thresholds of the diagnostics rules (YAML; empty: built-in); a bad file exits 2.
+  std::string diagnostics_config;
+  bool no_diagnostics = false;
   // The flight recorder (--record.*); an empty dir turns it off. A bad value exits 2; a directory
   // that cannot be created, written or locked (another exporter records into it) exits 1, like a
   // port in use.
