@@ -4,28 +4,11 @@
 #include <string>
 #include <utility>
 
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
 namespace {
-
-// State by name, found in O(1) while reports keep their order (the common case) and by a scan
-// otherwise. A deque, so that references stay valid as slots are added.
-template <typename T>
-class Slots {
- public:
-  T& Get(int position, std::string_view name) {
-    const size_t p = static_cast<size_t>(position);
-    if (p < slots_.size() && slots_[p].first == name) return slots_[p].second;
-    for (auto& slot : slots_) {
-      if (slot.first == name) return slot.second;
-    }
-    return slots_.emplace_back(std::string(name), T{}).second;
-  }
-
- private:
-  std::deque<std::pair<std::string, T>> slots_;
-};
 
 std::string_view KindName(v1::LinkKind kind) {
   switch (kind) {
