@@ -1,4 +1,4 @@
-// link_degraded: a link that lost capacity (bandwidth or PCIe generation x width below the best it
+// link_degraded: a link that lost capacity (bandwidth, or a PCIe link's lanes, below the best it
 // has reported: raised at once, capacity drops are discrete), or that carries much less traffic
 // than its busy siblings of the same kind for a while (a link the traffic routes around).
 #include <algorithm>
@@ -117,21 +117,22 @@ class LinkDegradedRule final : public Rule {
     bool capacity_low = false;
     double bandwidth_now = 0;
     uint32_t pcie_now = 0;
+    // PCIe is judged by its lanes only: GPUs drop the link's generation (and so the bandwidth a
+    // collector derives from it) whenever they idle, to save power; a lost lane stays lost.
+    const bool pcie = link.kind() == v1::LINK_KIND_PCIE;
     if (!link.has_up() || link.up()) {
-      if (link.has_max_bandwidth_bytes_per_second()) {
+      if (link.has_max_bandwidth_bytes_per_second() && !pcie) {
         bandwidth_now = link.max_bandwidth_bytes_per_second();
         s.best_bandwidth = std::max(s.best_bandwidth, bandwidth_now);
         capacity_low |= bandwidth_now < config_.capacity_share * s.best_bandwidth;
       }
-      if (link.kind() == v1::LINK_KIND_PCIE && link.has_pcie_generation() &&
-          link.has_pcie_width()) {
-        pcie_now = link.pcie_generation() * link.pcie_width();
-        if (pcie_now > s.best_pcie_generation * s.best_pcie_width) {
+      if (pcie && link.has_pcie_width()) {
+        pcie_now = link.pcie_width();
+        if (pcie_now > s.best_pcie_width) {
           s.best_pcie_generation = link.pcie_generation();
           s.best_pcie_width = link.pcie_width();
         }
-        capacity_low |=
-            pcie_now < config_.capacity_share * s.best_pcie_generation * s.best_pcie_width;
+        capacity_low |= pcie_now < config_.capacity_share * s.best_pcie_width;
       }
     }
     if (capacity_low) {
@@ -188,9 +189,7 @@ class LinkDegradedRule final : public Rule {
     raised.plot = "link_bytes_per_second";
     if (capacity_low) {
       raised.start_ns = s.capacity_low_since_ns;
-      const bool pcie_low =
-          pcie_now > 0 &&
-          pcie_now < config_.capacity_share * s.best_pcie_generation * s.best_pcie_width;
+      const bool pcie_low = pcie_now > 0 && pcie_now < config_.capacity_share * s.best_pcie_width;
       if (pcie_low) {
         raised.summary = "link " + link.name() + where + " down-trained to PCIe gen" +
                          std::to_string(link.pcie_generation()) + " x" +

@@ -361,6 +361,27 @@ TEST(LinkDegradedRule, PcieDownTrainingFires) {
   EXPECT_NE(opened->finding.summary().find("x8"), std::string::npos) << opened->finding.summary();
 }
 
+TEST(LinkDegradedRule, PcieGenerationDroppingAtIdleIsPowerSavingNotDegradation) {
+  // GPUs train their PCIe link down to gen1 when idle and back up under load; the bandwidth a
+  // collector derives from the current generation drops with it. Only lost lanes count.
+  LrNode node(10);
+  LrDevice d;
+  d.links.push_back(LrLink{.name = "pcie",
+                           .kind = v1::LINK_KIND_PCIE,
+                           .rate = 1e9,
+                           .capacity = 63e9,
+                           .pcie_generation = 5,
+                           .pcie_width = 16});
+  node.devices.push_back(d);
+  LrHarness h;
+  h.FeedFor(node, 30);
+  node.devices[0].links[0].pcie_generation = 1;
+  node.devices[0].links[0].capacity = 4e9;
+  node.devices[0].links[0].rate = 0;
+  h.FeedFor(node, 120);
+  EXPECT_EQ(h.First("link_degraded", Change::kOpened), nullptr);
+}
+
 TEST(LinkDegradedRule, LinkCarryingLittleOfItsSiblingsTrafficFiresAfterFor) {
   for (double interval : {1.0, 10.0}) {
     SCOPED_TRACE(interval);
