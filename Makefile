@@ -48,7 +48,7 @@ check: test-deps build
 
 # The Python client and the promtool lint have no C++ to sanitise: they run in `check` only.
 asan: test-deps $(ASAN_DIR)/build.ninja
-	cmake --build $(ASAN_DIR) --target unit_tests integration_tests
+	cmake --build $(ASAN_DIR) --target unit_tests diagnostics_tests integration_tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(CTEST) --test-dir $(ASAN_DIR) -L 'unit|integration' -E 'golden_passes_promtool|python_push_test'
 
