@@ -59,6 +59,7 @@ fuzz: test-deps $(FUZZ_DIR)/build.ninja
 
 # Benchmarks against their peers; see bench/README.md.
 bench: test-deps build
+	cmake --build $(BUILD_DIR) --target benchmarks
 	bash bench/run.sh $(BUILD_DIR)
 
 format:

@@ -20,7 +20,7 @@
 #include "bench/count_values.h"
 #include "collectors/registry.h"
 #include "collectors/sim.h"
-#include "daemon/diagnose_command.h"
+#include "daemon/tools/diagnose_command.h"
 #include "diagnostics/engine.h"
 #include "recording/jsonl.h"
 #include "recording/segment_writer.h"

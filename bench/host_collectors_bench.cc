@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "collectors/registry.h"
-#include "daemon/metrics_renderer.h"
+#include "daemon/exporter/metrics_renderer.h"
 
 namespace {
 

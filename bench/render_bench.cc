@@ -13,9 +13,9 @@
 
 #include "bench/allocation_counter.h"
 #include "collectors/sim.h"
-#include "daemon/gzip_encoder.h"
-#include "daemon/metrics_renderer.h"
-#include "daemon/text_exposition.h"
+#include "daemon/exporter/gzip_encoder.h"
+#include "daemon/exporter/metrics_renderer.h"
+#include "daemon/exporter/text_exposition.h"
 
 namespace {
 

@@ -25,7 +25,7 @@ The inputs, merged (a family's labels are the union over its samples; HELP and T
   tests/dashboards/conditional.prom the few families no run above shows (they appear only after
                                    an event, such as a rejected report); kept by hand, and the
                                    catalog's unit test fails when a name quoted in
-                                   daemon/metrics_renderer.cc is in none of the inputs.
+                                   daemon/exporter/metrics_renderer.cc is in none of the inputs.
 Standard library only.
 """
 import argparse
@@ -37,7 +37,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INPUTS = ["tests/golden/render.prom", "tests/golden/host_e2e.prom", "tests/golden/devices/amdgpu.prom",
           "tests/golden/devices/dcmi.prom", "tests/golden/devices/nvml.prom",
           "tests/dashboards/standalone.prom", "tests/dashboards/conditional.prom"]
-RENDERER = "daemon/metrics_renderer.cc"
+RENDERER = "daemon/exporter/metrics_renderer.cc"
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 

@@ -2,7 +2,7 @@
 // findings they raise. The same engine runs online in the exporter (one report at a time as they
 // are applied) and offline in `accelmon diagnose` (over a recording or JSON Lines).
 //
-// Not thread-safe: the exporter serialises calls (daemon/diagnostics_service.h).
+// Not thread-safe: the exporter serialises calls (daemon/exporter/diagnostics_service.h).
 #pragma once
 
 #include <cstdint>

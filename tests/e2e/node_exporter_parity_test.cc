@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "collectors/registry.h"
-#include "daemon/metrics_renderer.h"
+#include "daemon/exporter/metrics_renderer.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
 

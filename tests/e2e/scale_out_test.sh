@@ -31,7 +31,7 @@ free_port() {
 }
 
 # rank_first NODE ADDRESS...: the address rendezvous hashing ranks first for NODE, computed as
-# daemon/rendezvous.cc does (FNV-1a of "node|address", splitmix64): the hash is fixed arithmetic,
+# daemon/agent/rendezvous.cc does (FNV-1a of "node|address", splitmix64): the hash is fixed arithmetic,
 # so any tool can predict where a node goes.
 rank_first() {
   python3 - "$@" <<'PY'

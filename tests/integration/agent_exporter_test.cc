@@ -8,8 +8,8 @@
 
 #include "collectors/meminfo.h"
 #include "collectors/sim.h"
-#include "daemon/agent.h"
-#include "daemon/exporter.h"
+#include "daemon/agent/agent.h"
+#include "daemon/exporter/exporter.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
 #include "support/wait.h"

@@ -10,8 +10,8 @@
 
 #include "accelmon/v1/diagnostics.grpc.pb.h"
 #include "accelmon/v1/ingest.grpc.pb.h"
-#include "daemon/exporter.h"
-#include "daemon/query_service.h"
+#include "daemon/exporter/exporter.h"
+#include "daemon/exporter/query_service.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
 #include "support/wait.h"

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "collectors/sim.h"
-#include "daemon/agent.h"
-#include "daemon/exporter.h"
-#include "daemon/rendezvous.h"
+#include "daemon/agent/agent.h"
+#include "daemon/agent/rendezvous.h"
+#include "daemon/exporter/exporter.h"
 #include "support/wait.h"
 
 namespace accelmon {

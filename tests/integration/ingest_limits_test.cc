@@ -8,8 +8,8 @@
 #include <cmath>
 #include <thread>
 
-#include "daemon/exporter.h"
-#include "daemon/uplink.h"
+#include "daemon/agent/uplink.h"
+#include "daemon/exporter/exporter.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
 #include "support/wait.h"

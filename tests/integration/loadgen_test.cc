@@ -1,13 +1,13 @@
 // `accelmon loadgen` against a real exporter in this process (gRPC over loopback, port 0): every
 // report a simulated node sends is acknowledged APPLIED and lands in the exporter's state whole.
 // Nothing here is timed: rates and latencies are for bench/ingest_vs_echo.sh.
-#include "daemon/loadgen.h"
+#include "daemon/tools/loadgen.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "daemon/exporter.h"
+#include "daemon/exporter/exporter.h"
 
 namespace accelmon {
 namespace {

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "collectors/sim.h"
-#include "daemon/exporter.h"
+#include "daemon/exporter/exporter.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
 

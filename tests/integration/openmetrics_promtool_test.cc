@@ -12,8 +12,8 @@
 #include <sstream>
 
 #include "collectors/sim.h"
-#include "daemon/metrics_renderer.h"
-#include "daemon/openmetrics_writer.h"
+#include "daemon/exporter/metrics_renderer.h"
+#include "daemon/tools/openmetrics_writer.h"
 
 namespace accelmon {
 namespace {

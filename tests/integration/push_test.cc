@@ -19,9 +19,9 @@
 
 #include "accelmon/v1/push.grpc.pb.h"
 #include "collectors/sim.h"
-#include "daemon/agent.h"
-#include "daemon/exporter.h"
-#include "daemon/push_service.h"
+#include "daemon/agent/agent.h"
+#include "daemon/agent/push_service.h"
+#include "daemon/exporter/exporter.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
 

@@ -17,8 +17,8 @@
 
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "collectors/sim.h"
-#include "daemon/agent.h"
-#include "daemon/exporter.h"
+#include "daemon/agent/agent.h"
+#include "daemon/exporter/exporter.h"
 #include "recording/log_reader.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"

@@ -1,6 +1,6 @@
 // `accelmon replay` against a real exporter in this process (gRPC over loopback, port 0): one
 // stream per node, every ack counted, rejections with their reasons, duplicates on a second run.
-#include "daemon/replay.h"
+#include "daemon/tools/replay.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "daemon/exporter.h"
-#include "daemon/progress.h"
+#include "daemon/exporter/exporter.h"
+#include "daemon/tools/progress.h"
 #include "recording/jsonl.h"
 #include "support/temp_dir.h"
 

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "collectors/sim.h"
-#include "daemon/agent.h"
-#include "daemon/exporter.h"
-#include "daemon/spool.h"
+#include "daemon/agent/agent.h"
+#include "daemon/agent/spool.h"
+#include "daemon/exporter/exporter.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
 

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "daemon/metrics_renderer.h"
-#include "daemon/text_exposition.h"
+#include "daemon/exporter/metrics_renderer.h"
+#include "daemon/exporter/text_exposition.h"
 
 namespace accelmon::testing {
 namespace {

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "collectors/file_reader.h"
-#include "daemon/metrics_renderer.h"
+#include "daemon/exporter/metrics_renderer.h"
 #include "support/golden.h"
 
 namespace accelmon::collectors {

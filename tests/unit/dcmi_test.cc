@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "collectors/dcmi_api.h"
-#include "daemon/metrics_renderer.h"
+#include "daemon/exporter/metrics_renderer.h"
 #include "support/golden.h"
 
 namespace accelmon::collectors {

@@ -1,4 +1,4 @@
-#include "daemon/flags.h"
+#include "daemon/common/flags.h"
 
 #include <gtest/gtest.h>
 

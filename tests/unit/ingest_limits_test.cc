@@ -5,9 +5,9 @@
 #include <atomic>
 #include <thread>
 
-#include "daemon/log_limiter.h"
-#include "daemon/timer_queue.h"
-#include "daemon/uplink.h"
+#include "daemon/agent/uplink.h"
+#include "daemon/common/log_limiter.h"
+#include "daemon/exporter/timer_queue.h"
 
 namespace accelmon {
 namespace {

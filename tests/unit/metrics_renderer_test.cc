@@ -1,4 +1,4 @@
-#include "daemon/metrics_renderer.h"
+#include "daemon/exporter/metrics_renderer.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "daemon/text_exposition.h"
+#include "daemon/exporter/text_exposition.h"
 #include "support/golden.h"
 #include "support/prom_text.h"
 

@@ -1,4 +1,4 @@
-#include "daemon/node_store.h"
+#include "daemon/exporter/node_store.h"
 
 #include <gtest/gtest.h>
 

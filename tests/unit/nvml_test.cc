@@ -21,7 +21,7 @@
 #include "collectors/registry.h"
 #include "collectors/shared_library.h"
 #include "collectors/sim.h"
-#include "daemon/metrics_renderer.h"
+#include "daemon/exporter/metrics_renderer.h"
 #include "support/golden.h"
 
 namespace accelmon::collectors {

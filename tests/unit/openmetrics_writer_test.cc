@@ -1,4 +1,4 @@
-#include "daemon/openmetrics_writer.h"
+#include "daemon/tools/openmetrics_writer.h"
 
 #include <gtest/gtest.h>
 

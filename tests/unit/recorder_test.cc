@@ -18,7 +18,7 @@
 #include <stdexcept>
 
 #include "accelmon/v1/recording.pb.h"
-#include "daemon/node_store.h"
+#include "daemon/exporter/node_store.h"
 #include "recording/log_format.h"
 #include "recording/log_reader.h"
 #include "recording/segment_writer.h"

@@ -1,6 +1,6 @@
 // Rendezvous hashing: the same ranking on every machine, an even spread, and little movement when
 // the exporter list changes.
-#include "daemon/rendezvous.h"
+#include "daemon/agent/rendezvous.h"
 
 #include <gtest/gtest.h>
 

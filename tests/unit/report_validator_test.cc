@@ -1,4 +1,4 @@
-#include "daemon/report_validator.h"
+#include "daemon/exporter/report_validator.h"
 
 #include <google/protobuf/descriptor.h>
 #include <gtest/gtest.h>

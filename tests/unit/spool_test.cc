@@ -1,4 +1,4 @@
-#include "daemon/spool.h"
+#include "daemon/agent/spool.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

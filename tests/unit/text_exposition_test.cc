@@ -1,4 +1,4 @@
-#include "daemon/text_exposition.h"
+#include "daemon/exporter/text_exposition.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,116 @@
+// The agent's side of the stream to the exporter. Collection hands reports to Submit(), which
+// never blocks on the network; one thread streams them, in order, and forgets a report only
+// once the exporter has acknowledged it. After a broken stream it reconnects with exponential
+// backoff and jitter and re-sends everything unacknowledged (the exporter drops duplicates).
+// Given several exporters it streams to the one ranked first for its node (rendezvous.h), fails
+// over down the ranking while that one is unreachable, and returns when it is back.
+#pragma once
+
+#include <grpcpp/client_context.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/common/tls.h"
+
+namespace accelmon {
+
+class Spool;
+
+struct UplinkOptions {
+  std::string exporter_address = "localhost:9478";
+  GrpcClientTls tls{};  // plain text unless enabled
+  // Reports kept while the exporter is away (an hour at 1s); beyond that the oldest go first.
+  size_t max_pending = 3600;
+  std::chrono::milliseconds min_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  // With a disk spool, every report is written there first; reports that memory no longer holds
+  // (or that an earlier run left unacknowledged) are read back from it, oldest first.
+  Spool* spool = nullptr;
+  // Several exporters (when set, exporter_address is not used), ranked for `node` by rendezvous
+  // hashing. Unreachable: the next in the ranking is tried. While streaming to any but the first,
+  // the better-ranked ones are checked every `return_probe_interval` and the uplink moves back to
+  // the best one reachable. Unacknowledged reports go to whichever exporter it is connected to.
+  std::vector<std::string> exporter_addresses{};
+  std::string node{};
+  std::chrono::milliseconds return_probe_interval{30'000};
+};
+
+struct UplinkStats {
+  uint64_t pending = 0;
+  uint64_t dropped = 0;
+  uint64_t acknowledged = 0;
+  bool connected = false;
+  std::string exporter;  // the exporter streamed to, or tried next
+};
+
+class Uplink {
+ public:
+  explicit Uplink(UplinkOptions options);
+  ~Uplink();
+
+  void Start();
+  void Stop();
+
+  // Queues a report for sending. Never blocks on the network.
+  void Submit(v1::NodeReport report);
+
+  UplinkStats stats() const;
+
+  // Waits until every submitted report is acknowledged, or `timeout` passes.
+  bool WaitUntilDrained(std::chrono::milliseconds timeout);
+
+ private:
+  void Run();
+  // One stream's life: returns when it breaks or the uplink stops.
+  grpc::Status StreamOnce(bool& got_ack);
+  // A better-ranked exporter than the current one whose channel is ready, if any; sets
+  // `connecting` when one is on its way (worth checking again soon).
+  std::optional<size_t> ReadyBetterTarget(bool& connecting);
+  // After the current exporter failed without a single ack: the next in the ranking.
+  void FailOver(const grpc::Status& status, bool log);
+  // "exporter HOST:PORT" with its rank when there are several.
+  std::string Describe(size_t target) const;
+  void HandleAck(const v1::Ack& ack);
+  // After the exporter ended a stream because a report exceeded its message size limit.
+  void DropTooLarge(const grpc::Status& status);
+
+  struct Target {
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<v1::Ingest::Stub> stub;
+  };
+
+  const UplinkOptions options_;
+  std::vector<Target> targets_;  // best first; one without exporter_addresses
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<const v1::NodeReport>> pending_;  // sorted by sequence
+  uint64_t dropped_ = 0;
+  uint64_t acknowledged_ = 0;
+  uint64_t acked_sequence_ = 0;   // the highest acknowledged sequence
+  std::set<uint64_t> unspooled_;  // in memory only: the spool refused them
+  bool connected_ = false;
+  bool stopping_ = false;
+  size_t current_ = 0;               // into targets_; written by the streaming thread only
+  std::optional<size_t> return_to_;  // the stream was ended to move back to this target
+  grpc::ClientContext* active_context_ = nullptr;  // cancelled by Stop()
+
+  std::thread thread_;
+};
+
+// The exporter's limit from gRPC's "Received message larger than max (N vs. LIMIT)", if it is that.
+std::optional<size_t> ParseMessageSizeLimit(const std::string& error_message);
+
+}  // namespace accelmon

@@ -1,0 +1,37 @@
+# accelmon_forbid_link(FROM TO): fails the configure step when library FROM links library TO,
+# directly or through any library it links. This keeps the daemon's rooms apart
+# (daemon/CMakeLists.txt): e.g. the agent must never reach into the exporter's renderer.
+function(_accelmon_link_closure target out)
+  set(seen "")
+  set(queue ${target})
+  while(queue)
+    list(POP_FRONT queue current)
+    if(current IN_LIST seen OR NOT TARGET ${current})
+      continue()
+    endif()
+    list(APPEND seen ${current})
+    get_target_property(aliased ${current} ALIASED_TARGET)
+    if(aliased)
+      list(APPEND queue ${aliased})
+      continue()
+    endif()
+    get_target_property(links ${current} LINK_LIBRARIES)
+    get_target_property(iface ${current} INTERFACE_LINK_LIBRARIES)
+    foreach(dep IN LISTS links iface)
+      # $<LINK_ONLY:x> is how CMake records a PRIVATE dependency of a static library.
+      string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" dep "${dep}")
+      if(dep AND NOT dep MATCHES "^\\$<")
+        list(APPEND queue ${dep})
+      endif()
+    endforeach()
+  endwhile()
+  set(${out} ${seen} PARENT_SCOPE)
+endfunction()
+
+function(accelmon_forbid_link from to)
+  _accelmon_link_closure(${from} closure)
+  if(to IN_LIST closure)
+    message(FATAL_ERROR "${from} links ${to}: the daemon's rooms must stay apart "
+                        "(daemon/CMakeLists.txt, docs/architecture.md)")
+  endif()
+endfunction()

@@ -1,0 +1,99 @@
+#include "daemon/common/flags.h"
+
+#include <charconv>
+#include <limits>
+#include <utility>
+
+namespace accelmon {
+
+std::optional<uint64_t> ParseByteSize(std::string_view text) {
+  uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  const std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
+  constexpr std::pair<std::string_view, int> kUnits[] = {{"", 0},     {"B", 0},    {"KiB", 10},
+                                                         {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+  for (const auto& [name, shift] : kUnits) {
+    if (suffix != name) continue;
+    if (value > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
+    return value << shift;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  struct Unit {
+    std::string_view suffix;
+    int64_t ms;
+  };
+  // Longest suffixes first so "ms" is not read as "m" followed by junk.
+  constexpr Unit kUnits[] = {{"ms", 1},        {"s", 1000},       {"m", 60'000},
+                             {"h", 3'600'000}, {"d", 86'400'000}, {"w", 604'800'000}};
+  int64_t total = 0;
+  while (!text.empty()) {
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end == text.data() || value < 0) return std::nullopt;
+    text.remove_prefix(static_cast<size_t>(end - text.data()));
+    const Unit* unit = nullptr;
+    for (const Unit& u : kUnits) {
+      if (text.starts_with(u.suffix)) {
+        unit = &u;
+        break;
+      }
+    }
+    if (unit == nullptr) return std::nullopt;
+    text.remove_prefix(unit->suffix.size());
+    if (value > (std::numeric_limits<int64_t>::max() - total) / unit->ms) return std::nullopt;
+    total += value * unit->ms;
+  }
+  return std::chrono::milliseconds(total);
+}
+
+std::string HostPort::ToString(std::string_view any_host) const {
+  std::string h = host.empty() ? std::string(any_host) : host;
+  if (ipv6) h = "[" + h + "]";
+  return h + ":" + std::to_string(port);
+}
+
+std::optional<HostPort> ParseHostPort(std::string_view text, std::string* error) {
+  auto fail = [&](std::string reason) -> std::optional<HostPort> {
+    if (error) *error = "\"" + std::string(text) + "\": " + std::move(reason);
+    return std::nullopt;
+  };
+  HostPort out;
+  std::string_view port_text;
+  if (text.starts_with("[")) {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos) return fail("missing ']' after IPv6 address");
+    out.host = std::string(text.substr(1, close - 1));
+    out.ipv6 = true;
+    if (text.substr(close + 1).substr(0, 1) != ":") return fail("expected ':port' after ']'");
+    port_text = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return fail("expected host:port or :port");
+    out.host = std::string(text.substr(0, colon));
+    if (out.host.find(':') != std::string::npos) {
+      return fail("IPv6 addresses must be written in brackets, e.g. [::1]:9477");
+    }
+    port_text = text.substr(colon + 1);
+  }
+  for (const char c : out.host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_' || (out.ipv6 && c == ':');
+    if (!ok) return fail("invalid character in host");
+  }
+  unsigned port = 0;
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port > 65535) {
+    return fail("port must be a number from 0 to 65535");
+  }
+  out.port = static_cast<uint16_t>(port);
+  return out;
+}
+
+}  // namespace accelmon

@@ -1,0 +1,149 @@
+#include "daemon/exporter/exporter.h"
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+#include "daemon/exporter/http_server.h"
+#include "daemon/exporter/ingest_service.h"
+#include "daemon/exporter/metrics_renderer.h"
+#include "daemon/exporter/query_service.h"
+
+namespace accelmon {
+namespace {
+
+// As the flags are written: "64MiB", "10GiB", "1000B".
+std::string FormatBytes(uint64_t bytes) {
+  constexpr std::pair<const char*, int> kUnits[] = {
+      {"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
+  for (const auto& [name, shift] : kUnits) {
+    if (bytes != 0 && bytes % (uint64_t{1} << shift) == 0)
+      return fmt::format("{}{}", bytes >> shift, name);
+  }
+  return fmt::format("{}B", bytes);
+}
+
+// "7d", "100ms", "90s".
+std::string FormatDuration(std::chrono::milliseconds d) {
+  constexpr std::pair<const char*, int64_t> kUnits[] = {
+      {"d", 86'400'000}, {"h", 3'600'000}, {"m", 60'000}, {"s", 1000}};
+  for (const auto& [name, ms] : kUnits) {
+    if (d.count() != 0 && d.count() % ms == 0) return fmt::format("{}{}", d.count() / ms, name);
+  }
+  return fmt::format("{}ms", d.count());
+}
+
+}  // namespace
+
+Exporter::Exporter(ExporterOptions options)
+    : options_(std::move(options)), store_(options_.node_expire_after, options_.limits) {}
+
+Exporter::~Exporter() { Stop(); }
+
+void Exporter::Start() {
+  RouteProtobufLogsToSpdlog();  // a client sending bad UTF-8 must not flood the log
+  service_ = std::make_unique<IngestService>(store_, stats_);
+  diagnostics_ = std::make_unique<DiagnosticsService>(
+      DiagnosticsOptions{.config = options_.diagnostics,
+                         .config_file = options_.diagnostics_config_file,
+                         .node_expire_after = options_.node_expire_after});
+  service_->set_diagnostics(diagnostics_.get());
+  query_ = std::make_unique<QueryService>(store_, *diagnostics_);
+  if (options_.recording) StartRecording();
+  service_->set_max_reports_per_second(options_.max_reports_per_second);
+  // With mutual TLS, a report's node must be one the client certificate names.
+  service_->set_require_node_certificate(options_.grpc_tls.mutual());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.grpc_listen_address, MakeServerCredentials(options_.grpc_tls),
+                           &grpc_port_);
+  builder.RegisterService(service_.get());
+  builder.RegisterService(query_.get());  // same port, same TLS
+  // gRPC ends a stream that sends more with RESOURCE_EXHAUSTED before we see the message.
+  builder.SetMaxReceiveMessageSize(options_.max_recv_msg_size);
+  // Keepalive that agrees with the agents' (a ping every 30 s, see uplink.cc): accept their pings
+  // even on a stream that is quiet between long collection intervals, instead of answering
+  // GOAWAY "too_many_pings"; and ping them ourselves so a vanished node frees its stream.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 20'000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20'000);
+  server_ = builder.BuildAndStart();
+  if (!server_ || grpc_port_ == 0) {
+    server_.reset();
+    throw std::runtime_error("cannot listen for gRPC on " + options_.grpc_listen_address +
+                             " (address in use or not available on this host)");
+  }
+
+  renderer_ = std::make_unique<StateRenderer>(store_, stats_);
+  renderer_->set_diagnostics(diagnostics_.get());
+  http_ = std::make_unique<HttpServer>(
+      options_.web_listen_address,
+      [renderer = renderer_.get()](std::string& out) { renderer->RenderText(out); },
+      options_.web_config);
+  spdlog::info("exporter: ingest on {} (port {}), metrics on {} (port {})",
+               options_.grpc_listen_address, grpc_port_, options_.web_listen_address,
+               http_->port());
+  spdlog::info("exporter: ingest {}, /metrics {}{}",
+               options_.grpc_tls.mutual()    ? "mutual TLS"
+               : options_.grpc_tls.enabled() ? "TLS"
+                                             : "plain text",
+               options_.web_config.tls ? "HTTPS" : "plain HTTP",
+               options_.web_config.basic_auth_users.empty() ? "" : " with basic auth");
+  spdlog::info("diagnostics: {}", diagnostics_->Describe());
+}
+
+void Exporter::StartRecording() {
+  const recording::RecorderOptions& o = *options_.recording;
+  // Opens and locks the directory and reads its newest segment: throws, stopping start-up.
+  recorder_ = std::make_unique<recording::Recorder>(o, stats_.recorder);
+  const recording::RecoveredWatermarks& recovered = recorder_->recovered();
+  // Reports recorded before a restart are duplicates when agents send them again.
+  const Clock::time_point now = Clock::now();
+  for (const auto& [node, mark] : recovered.watermarks) {
+    store_.Seed(node, mark.agent_instance_id, mark.sequence, now);
+  }
+  for (const std::string& damage : recovered.damage) {
+    spdlog::warn("recording: {} (skipped while recovering watermarks)", damage);
+  }
+  spdlog::info(
+      "recording to {} (segments of {}, at most {} in all, kept {}, fdatasync at most every {}, "
+      "compression {})",
+      o.recording.dir, FormatBytes(o.recording.segment_bytes),
+      o.recording.max_bytes == 0 ? "no limit" : FormatBytes(o.recording.max_bytes),
+      o.recording.retention.count() == 0 ? "forever" : FormatDuration(o.recording.retention),
+      FormatDuration(o.sync_interval),
+      o.recording.compression == recording::Compression::kZstd
+          ? fmt::format("zstd level {}", o.recording.zstd_level)
+          : std::string("none"));
+  spdlog::info("recording: watermarks of {} node(s) recovered{}", recovered.watermarks.size(),
+               recovered.segment.empty() ? std::string()
+                                         : fmt::format(" from {} and {} report(s) after its header",
+                                                       recovered.segment, recovered.reports));
+  stats_.recording = true;
+  service_->set_recorder(recorder_.get());
+}
+
+void Exporter::Stop() {
+  if (server_) {
+    // Watch streams end now rather than after the grace period (a stuck client's write is
+    // cancelled).
+    query_->Shutdown();
+    // Open agent streams are cancelled after a short grace period.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+    server_.reset();
+  }
+  // After the streams: what they queued is written, synced and its callbacks run.
+  if (recorder_) {
+    service_->set_recorder(nullptr);
+    recorder_.reset();  // syncs and unlocks the directory
+  }
+  http_.reset();
+}
+
+int Exporter::web_port() const { return http_ ? http_->port() : 0; }
+
+}  // namespace accelmon

@@ -1,0 +1,227 @@
+#include "daemon/exporter/http_server.h"
+
+#include <civetweb.h>
+#include <openssl/ssl.h>
+
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+#include "daemon/exporter/gzip_encoder.h"
+
+namespace accelmon {
+namespace {
+
+constexpr std::string_view kLandingPage =
+    "<html><head><title>accelmon</title></head><body>"
+    "<h1>accelmon exporter</h1>"
+    "<p><a href=\"/metrics\">Metrics</a> &middot; <a href=\"/healthz\">Health</a></p>"
+    "</body></html>\n";
+
+int Reply(mg_connection* conn, std::string_view content_type, std::string_view body) {
+  mg_printf(conn,
+            "HTTP/1.1 200 OK\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+            static_cast<int>(content_type.size()), content_type.data(), body.size());
+  mg_write(conn, body.data(), body.size());
+  return 200;  // non-zero: handled here, civetweb does nothing more
+}
+
+// Every request is answered here, before civetweb would look for a handler or a file.
+int BeginRequest(mg_connection* conn) {
+  const auto* server = static_cast<const HttpServer*>(mg_get_request_info(conn)->user_data);
+  return server->HandleRequest(conn);
+}
+
+// RFC 4648 base64, as in an Authorization: Basic header; nullopt when malformed.
+std::optional<std::string> DecodeBase64(std::string_view in) {
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  std::string out;
+  uint32_t bits = 0;
+  int pending = 0;
+  for (const char c : in) {
+    const size_t value = kAlphabet.find(c);
+    if (value == std::string_view::npos) return std::nullopt;
+    bits = (bits << 6) | static_cast<uint32_t>(value);
+    pending += 6;
+    if (pending >= 8) {
+      pending -= 8;
+      out += static_cast<char>((bits >> pending) & 0xff);
+    }
+  }
+  return out;
+}
+
+// Whether the scraper takes gzip ("gzip", "gzip, deflate", "gzip;q=1.0"; not "gzip;q=0").
+bool AcceptsGzip(mg_connection* conn) {
+  const char* header = mg_get_header(conn, "Accept-Encoding");
+  if (header == nullptr) return false;
+  const std::string_view accept = header;
+  const size_t at = accept.find("gzip");
+  if (at == std::string_view::npos) return false;
+  const std::string_view rest = accept.substr(at + 4);
+  return !(rest.starts_with(";q=0") && !rest.starts_with(";q=0."));
+}
+
+// civetweb hands init_ssl only its own user data, so the server being started is passed here,
+// under a lock held for the whole start.
+std::mutex g_tls_start_mu;
+const WebTlsConfig* g_tls_starting = nullptr;
+bool g_tls_initialised = false;
+
+extern "C" int accelmon_civetweb_ssl_compat();
+
+int AcceptAnyCertificate(int, X509_STORE_CTX*) { return 1; }
+
+// Sets up civetweb's SSL_CTX ourselves: certificate and key from separate files (civetweb wants
+// them in one), TLS 1.2 at least, and exporter-toolkit's client_auth_type semantics.
+int InitSsl(void* ssl_ctx, void*) {
+  const WebTlsConfig* tls = g_tls_starting;
+  if (tls == nullptr) return -1;
+  g_tls_initialised = true;
+  auto* ctx = static_cast<SSL_CTX*>(ssl_ctx);
+  SSL_CTX_set_min_proto_version(ctx, tls->min_version == "TLS13" ? TLS1_3_VERSION : TLS1_2_VERSION);
+  if (SSL_CTX_use_certificate_chain_file(ctx, tls->cert_file.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx, tls->key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(ctx) != 1) {
+    return -1;
+  }
+  const std::string& type = tls->client_auth_type;
+  if (!tls->client_ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(ctx, tls->client_ca_file.c_str(), nullptr) != 1) return -1;
+    SSL_CTX_set_client_CA_list(ctx, SSL_load_client_CA_file(tls->client_ca_file.c_str()));
+  }
+  if (type == "RequestClientCert") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, AcceptAnyCertificate);
+  } else if (type == "RequireAnyClientCert") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                       AcceptAnyCertificate);
+  } else if (type == "VerifyClientCertIfGiven") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  } else if (type == "RequireAndVerifyClientCert") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  } else {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+  }
+  return 1;  // civetweb loads nothing more
+}
+
+// A hash of the same kind to check unknown users against, so their answer takes as long.
+constexpr const char* kDummyBcrypt = "$2b$10$WZZqgg1a3oNs5I3uG9Zs/uu7WsMgWFrPtbOpAJdu2vfiy1BrKdWeC";
+
+}  // namespace
+
+HttpServer::HttpServer(const std::string& listen_address, RenderMetricsFn render_metrics,
+                       const WebConfig& web)
+    : web_(web), render_metrics_(std::move(render_metrics)) {
+  static const mg_callbacks callbacks = [] {
+    mg_callbacks c;
+    std::memset(&c, 0, sizeof c);
+    c.begin_request = BeginRequest;
+    c.init_ssl = InitSsl;
+    return c;
+  }();
+  // civetweb's suffix "s" makes a port HTTPS.
+  const std::string ports = web_.tls ? listen_address + "s" : listen_address;
+  if (web_.tls) accelmon_civetweb_ssl_compat();  // loaded: civetweb's dlopen finds it
+  std::vector<const char*> options{"listening_ports", ports.c_str(), "num_threads", "4"};
+  if (web_.tls)
+    options.insert(options.end(), {"ssl_certificate", web_.tls_config.cert_file.c_str()});
+  options.push_back(nullptr);
+  std::unique_lock tls_lock(g_tls_start_mu);
+  g_tls_starting = web_.tls ? &web_.tls_config : nullptr;
+  g_tls_initialised = false;
+  context_ = mg_start(&callbacks, this, options.data());
+  g_tls_starting = nullptr;
+  if (context_ == nullptr) {
+    if (web_.tls && !g_tls_initialised) {
+      throw std::runtime_error("cannot serve HTTPS on " + listen_address +
+                               ": civetweb could not load libssl.so (install libssl-dev), or the "
+                               "address is in use");
+    }
+    throw std::runtime_error("cannot listen for HTTP" + std::string(web_.tls ? "S" : "") + " on " +
+                             listen_address + " (address in use or not available on this host)");
+  }
+}
+
+HttpServer::~HttpServer() { mg_stop(context_); }
+
+int HttpServer::port() const {
+  mg_server_port port{};
+  return mg_get_server_ports(context_, 1, &port) > 0 ? port.port : 0;
+}
+
+int HttpServer::HandleRequest(mg_connection* conn) const {
+  const mg_request_info* info = mg_get_request_info(conn);
+  const std::string_view uri = info->local_uri != nullptr ? info->local_uri : "";
+  if (uri == "/healthz") return Reply(conn, "text/plain", "ok\n");
+  // Ready once constructed: the gRPC server starts before the HTTP side.
+  if (uri == "/readyz") return Reply(conn, "text/plain", "ready\n");
+  if (uri == "/") return Reply(conn, "text/html; charset=utf-8", kLandingPage);
+  if (uri != "/metrics") return 0;
+  const std::string_view method = info->request_method != nullptr ? info->request_method : "";
+  if (method != "GET" && method != "HEAD") {
+    mg_printf(conn,
+              "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\nContent-Length: 0\r\n"
+              "Connection: close\r\n\r\n");
+    return 405;
+  }
+  if (!Authorized(conn)) {
+    mg_printf(conn,
+              "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"accelmon\"\r\n"
+              "Content-Length: 0\r\nConnection: close\r\n\r\n");
+    return 401;
+  }
+  return ServeMetrics(conn, method == "HEAD");
+}
+
+// As prometheus-cpp's Exposer checked it: "Authorization: Basic base64(user:password)", the
+// password against the user's bcrypt hash; an unknown user costs a bcrypt check too, so its
+// answer takes as long.
+bool HttpServer::Authorized(mg_connection* conn) const {
+  if (web_.basic_auth_users.empty()) return true;
+  const char* header = mg_get_header(conn, "Authorization");
+  if (header == nullptr) return false;
+  const std::string_view value = header;
+  if (!value.starts_with("Basic ")) return false;
+  const std::optional<std::string> credentials = DecodeBase64(value.substr(6));
+  if (!credentials) return false;
+  const size_t colon = credentials->find(':');
+  if (colon == std::string::npos) return false;
+  const std::string user = credentials->substr(0, colon);
+  const std::string password = credentials->substr(colon + 1);
+  const auto it = web_.basic_auth_users.find(user);
+  if (it == web_.basic_auth_users.end()) {
+    CheckBcrypt(kDummyBcrypt, password);
+    return false;
+  }
+  return CheckBcrypt(it->second, password);
+}
+
+int HttpServer::ServeMetrics(mg_connection* conn, bool head) const {
+  // Per server thread and kept between scrapes, so a steady-state scrape reuses their capacity.
+  thread_local std::string body;
+  render_metrics_(body);
+  std::string_view payload = body;
+  const bool gzip = AcceptsGzip(conn);
+  if (gzip) {
+    thread_local GzipEncoder encoder;
+    thread_local std::string compressed;
+    encoder.Encode(body, compressed);
+    payload = compressed;
+  }
+  mg_printf(conn,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+            "%sVary: Accept-Encoding\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+            "Connection: close\r\n\r\n",
+            gzip ? "Content-Encoding: gzip\r\n" : "", payload.size());
+  if (!head) mg_write(conn, payload.data(), payload.size());
+  return 200;
+}
+
+}  // namespace accelmon

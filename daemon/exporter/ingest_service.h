@@ -1,0 +1,66 @@
+// The exporter's gRPC ingest: one bidirectional stream per agent, on gRPC's callback API so a
+// thousand idle streams cost no threads.
+#pragma once
+
+#include <memory>
+
+#include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/common/log_limiter.h"
+#include "daemon/exporter/diagnostics_service.h"
+#include "daemon/exporter/exporter_stats.h"
+#include "daemon/exporter/node_store.h"
+#include "daemon/exporter/timer_queue.h"
+#include "recording/recorder.h"
+
+namespace accelmon {
+
+// Reports arrive as raw bytes and are parsed here rather than by gRPC, so that one protobuf
+// refuses (invalid UTF-8 in a string) is answered REJECTED and the stream goes on.
+class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::Ingest::Service> {
+ public:
+  IngestService(NodeStore& store, ExporterStats& stats) : store_(store), stats_(stats) {}
+
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
+      grpc::CallbackServerContext* context) override;
+
+  // With mutual TLS: a stream whose report names a node its client certificate does not is
+  // refused with PERMISSION_DENIED.
+  void set_require_node_certificate(bool on) { require_node_certificate_ = on; }
+
+  // A stream that sends faster than this is read more slowly (0: no limit). Bursts of up to
+  // one second's worth pass unslowed.
+  void set_max_reports_per_second(double rate) { max_reports_per_second_ = rate; }
+  double max_reports_per_second() const { return max_reports_per_second_; }
+
+  // With a recorder, every applied report is appended to it (its wire bytes as received) and
+  // acknowledged only once recorded; later acks of the same stream wait behind it. Set before
+  // serving, cleared after the streams ended; it must outlive them.
+  void set_recorder(recording::Recorder* recorder) { recorder_ = recorder; }
+  recording::Recorder* recorder() const { return recorder_; }
+
+  // Every applied report also goes through diagnostics (null: none). Set before serving.
+  void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
+
+  // Applies one report and says how (shared by every stream).
+  // The store keeps `report` as the node's latest: the caller must not change it afterwards.
+  v1::Ack Handle(std::shared_ptr<const v1::NodeReport> report, const std::string& peer);
+  // Refuses one report for `reason`: counted, logged (rate-limited) and answered.
+  v1::Ack Reject(const v1::NodeReport& report, const std::string& reason, const std::string& peer);
+
+  // Resumes throttled streams. Outlives every stream: the server is shut down first.
+  TimerQueue& timers() { return timers_; }
+  // Client-caused log lines: at most one a minute per (peer, what).
+  LogLimiter& log_limiter() { return log_limiter_; }
+
+ private:
+  NodeStore& store_;
+  ExporterStats& stats_;
+  bool require_node_certificate_ = false;
+  double max_reports_per_second_ = 0;
+  recording::Recorder* recorder_ = nullptr;
+  DiagnosticsService* diagnostics_ = nullptr;
+  LogLimiter log_limiter_;
+  TimerQueue timers_;
+};
+
+}  // namespace accelmon

@@ -1,0 +1,56 @@
+// Renders the exporter's state: the contract with dashboards and alerts (names in
+// docs/architecture.md's metric table), written once against MetricSink. Values a report lacks
+// are not rendered. /metrics writes the text format (TextExpositionSink); RenderNodes() gives
+// prometheus-cpp MetricFamily objects for the OpenMetrics writer and tests.
+#pragma once
+
+#include <prometheus/metric_family.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "daemon/exporter/diagnostics_service.h"
+#include "daemon/exporter/exporter_stats.h"
+#include "daemon/exporter/metric_sink.h"
+#include "daemon/exporter/node_store.h"
+
+namespace accelmon {
+
+// Node and device series for `nodes`, as seen at `now` (for accelmon_node_up).
+void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, MetricSink& sink);
+
+// The exporter's own series (accelmon_exporter_*, accelmon_build_info).
+void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& sink);
+
+// The same series as prometheus-cpp metric families (empty families left out).
+// The diagnostics series (accelmon_diagnosis_*, accelmon_exporter_diagnosis_*); nothing when off.
+void EmitDiagnostics(const DiagnosticsMetrics& diagnostics, MetricSink& sink);
+
+std::vector<prometheus::MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes,
+                                                  Clock::time_point now);
+std::vector<prometheus::MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t nodes);
+
+// What /metrics serves: a snapshot of the store (its lock is not held while rendering, so a
+// scrape never blocks ingest) and the exporter's own series, in the text format.
+class StateRenderer {
+ public:
+  StateRenderer(NodeStore& store, ExporterStats& stats,
+                std::function<Clock::time_point()> clock = Clock::now)
+      : store_(store), stats_(stats), clock_(std::move(clock)) {}
+
+  // Replaces `out` with the exposition. Safe to call from several threads at once: each thread
+  // renders into buffers of its own, which it keeps for its next scrape.
+  void RenderText(std::string& out) const;
+
+  // Also renders the diagnostics series (and expires its silent nodes on each scrape).
+  void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
+
+ private:
+  NodeStore& store_;
+  ExporterStats& stats_;
+  DiagnosticsService* diagnostics_ = nullptr;
+  std::function<Clock::time_point()> clock_;
+};
+
+}  // namespace accelmon

@@ -1,0 +1,62 @@
+#include "daemon/exporter/node_store.h"
+
+#include <algorithm>
+
+namespace accelmon {
+
+NodeStore::NodeStore(std::chrono::milliseconds expire_after, ValidationLimits limits)
+    : expire_after_(expire_after), limits_(limits) {}
+
+ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
+  if (std::string reason = ValidateReport(*report, limits_, now); !reason.empty()) {
+    return {ApplyOutcome::kRejected, std::move(reason)};
+  }
+  std::shared_ptr<const v1::NodeReport> previous;  // released outside the lock
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(report->node());
+  if (it == nodes_.end()) {
+    it = nodes_.emplace(report->node(), Slot{}).first;
+  } else if (it->second.instance == report->agent_instance_id() &&
+             report->sequence() <= it->second.last_sequence) {
+    return {ApplyOutcome::kDuplicate, {}};
+  }
+  Slot& slot = it->second;
+  slot.instance = report->agent_instance_id();
+  slot.last_sequence = report->sequence();
+  previous = std::exchange(slot.entry.report, std::move(report));
+  slot.entry.received_at = now;
+  return {ApplyOutcome::kApplied, {}};
+}
+
+void NodeStore::Seed(const std::string& node, const std::string& instance, uint64_t sequence,
+                     Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = nodes_.try_emplace(node);
+  if (!inserted) return;  // a node that already reported knows better
+  it->second.instance = instance;
+  it->second.last_sequence = sequence;
+  it->second.entry.received_at = now;
+}
+
+std::vector<NodeEntry> NodeStore::Snapshot(Clock::time_point now) {
+  std::vector<NodeEntry> out;
+  std::lock_guard lock(mu_);
+  out.reserve(nodes_.size());
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (now - it->second.entry.received_at > expire_after_) {
+      it = nodes_.erase(it);
+      continue;
+    }
+    if (it->second.entry.report) out.push_back(it->second.entry);
+    ++it;
+  }
+  return out;
+}
+
+size_t NodeStore::size() const {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(std::count_if(nodes_.begin(), nodes_.end(),
+                                           [](const auto& n) { return n.second.entry.report; }));
+}
+
+}  // namespace accelmon

@@ -1,0 +1,66 @@
+// The exporter's state: the latest report of every node. Ingest replaces a node's report by
+// swapping one pointer under a short lock; scrapes take a snapshot of pointers and render from
+// it without holding the lock, so a scrape never blocks ingest for longer than a copy of pointers.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "accelmon/v1/telemetry.pb.h"
+#include "daemon/exporter/report_validator.h"
+
+namespace accelmon {
+
+struct NodeEntry {
+  std::shared_ptr<const v1::NodeReport> report;
+  Clock::time_point received_at;
+};
+
+enum class ApplyOutcome { kApplied, kDuplicate, kRejected };
+
+struct ApplyResult {
+  ApplyOutcome outcome;
+  // For kRejected: a short lower snake case reason, also the `reason` label.
+  std::string reason;
+};
+
+class NodeStore {
+ public:
+  // Nodes silent for longer than `expire_after` leave the state (and /metrics). Reports outside
+  // `limits` are rejected.
+  explicit NodeStore(std::chrono::milliseconds expire_after, ValidationLimits limits = {});
+
+  // Validates and applies one report received at `now`. A report whose (node, agent instance,
+  // sequence) was already applied is a duplicate and changes nothing.
+  ApplyResult Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now);
+
+  // Seeds the dedup state of `node` (from a recording, after a restart): a report of `instance`
+  // at or below `sequence` is then a duplicate. A seeded node stays out of Snapshot() until it
+  // reports, and is forgotten like a silent node once `expire_after` has passed since `now`.
+  void Seed(const std::string& node, const std::string& instance, uint64_t sequence,
+            Clock::time_point now);
+
+  // Every live node, sorted by name. Drops nodes that expired by `now`.
+  std::vector<NodeEntry> Snapshot(Clock::time_point now);
+
+  // Nodes with a report (seeded ones not yet reporting are not counted).
+  size_t size() const;
+
+ private:
+  struct Slot {
+    NodeEntry entry;  // entry.report is null while only seeded
+    std::string instance;
+    uint64_t last_sequence = 0;
+  };
+
+  const std::chrono::milliseconds expire_after_;
+  const ValidationLimits limits_;
+  mutable std::mutex mu_;
+  std::map<std::string, Slot, std::less<>> nodes_;
+};
+
+}  // namespace accelmon

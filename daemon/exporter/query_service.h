@@ -1,0 +1,59 @@
+// The Query service (proto/accelmon/v1/diagnostics.proto) on the exporter's gRPC port, beside
+// Ingest: the latest report of each node, the diagnostics findings, and a Watch stream of both.
+//
+// Each Watch client has a bounded queue: when it reads too slowly the oldest events are dropped
+// (and counted), so a slow or stuck client never slows ingest.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "accelmon/v1/diagnostics.grpc.pb.h"
+#include "daemon/exporter/diagnostics_service.h"
+#include "daemon/exporter/node_store.h"
+
+namespace accelmon {
+
+class WatchReactor;
+class WatchStream;
+
+class QueryService final : public v1::Query::CallbackService {
+ public:
+  // Events a Watch client may have queued beyond its initial state.
+  static constexpr size_t kWatchQueueCapacity = 1024;
+
+  QueryService(NodeStore& store, DiagnosticsService& diagnostics);
+  ~QueryService() override;
+
+  grpc::ServerUnaryReactor* GetNodes(grpc::CallbackServerContext* context,
+                                     const v1::GetNodesRequest* request,
+                                     v1::GetNodesResponse* response) override;
+  grpc::ServerUnaryReactor* GetFindings(grpc::CallbackServerContext* context,
+                                        const v1::GetFindingsRequest* request,
+                                        v1::GetFindingsResponse* response) override;
+  grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
+                                                  const v1::WatchRequest* request) override;
+
+  // Ends every Watch stream and refuses new ones (UNAVAILABLE). Called before the server shuts
+  // down, so that shutdown need not wait out its grace period for streams that never end.
+  void Shutdown();
+
+  // Watch streams open now; events dropped for slow Watch clients so far.
+  size_t watchers() const;
+  uint64_t dropped() const;
+
+ private:
+  friend class WatchReactor;
+  void Remove(const std::shared_ptr<WatchStream>& stream, uint64_t dropped);
+
+  NodeStore& store_;
+  DiagnosticsService& diagnostics_;
+  mutable std::mutex mu_;
+  bool shutting_down_ = false;
+  std::set<std::shared_ptr<WatchStream>> streams_;
+  uint64_t dropped_ = 0;  // by streams that ended
+};
+
+}  // namespace accelmon

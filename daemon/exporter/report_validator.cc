@@ -1,0 +1,291 @@
+#include "daemon/exporter/report_validator.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/descriptor.pb.h>
+#include <google/protobuf/dynamic_message.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+
+#include "daemon/common/log_limiter.h"
+
+namespace accelmon {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Keeps the first problem found; later checks are no-ops once there is one.
+class Checker {
+ public:
+  explicit Checker(const ValidationLimits& limits) : limits_(limits) {}
+
+  // A string that becomes a label value (or a map key in the state).
+  void Label(std::string_view s) {
+    if (!reason_.empty()) return;
+    if (s.size() > limits_.max_label_bytes) {
+      reason_ = "label_too_long";
+    } else if (!IsValidUtf8(s)) {
+      reason_ = "invalid_utf8";
+    }
+  }
+  // Free text: any length (the message size cap bounds it), but valid UTF-8.
+  void Text(std::string_view s) {
+    if (reason_.empty() && !IsValidUtf8(s)) reason_ = "invalid_utf8";
+  }
+  void Value(double v, double lo, double hi) {
+    if (!reason_.empty()) return;
+    if (!std::isfinite(v)) {
+      reason_ = "non_finite_value";
+    } else if (v < lo || v > hi) {
+      reason_ = "value_out_of_range";
+    }
+  }
+  void Ratio(double v) { Value(v, 0, 1); }
+  void Celsius(double v) { Value(v, -273.15, 1000); }
+  void NonNegative(double v) { Value(v, 0, kInfinity); }
+  void Fail(const char* reason) {
+    if (reason_.empty()) reason_ = reason;
+  }
+
+  std::string Take() && { return std::move(reason_); }
+
+ private:
+  const ValidationLimits& limits_;
+  std::string reason_;
+};
+
+void CheckLink(Checker& c, const v1::Link& l) {
+  c.Label(l.name());
+  c.Label(l.peer());
+  for (const auto& [type, count] : l.errors_total()) c.Label(type);
+  if (l.has_max_bandwidth_bytes_per_second()) c.NonNegative(l.max_bandwidth_bytes_per_second());
+}
+
+void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
+  const v1::DeviceIdentity& id = d.identity();
+  c.Label(id.vendor());
+  c.Label(id.model());
+  c.Label(id.uuid());
+  c.Label(id.pci_bus_id());
+  c.Label(id.firmware_version());
+  c.Label(id.driver_version());
+  c.Label(id.serial());
+
+  if (d.memory().has_fragmentation_ratio()) c.Ratio(d.memory().fragmentation_ratio());
+
+  const v1::DeviceThermal& t = d.thermal();
+  if (t.has_core_celsius()) c.Celsius(t.core_celsius());
+  if (t.has_memory_celsius()) c.Celsius(t.memory_celsius());
+  if (t.has_slowdown_threshold_celsius()) c.Celsius(t.slowdown_threshold_celsius());
+  if (t.has_shutdown_threshold_celsius()) c.Celsius(t.shutdown_threshold_celsius());
+  for (const auto& [reason, active] : t.throttle_reasons()) c.Label(reason);
+
+  const v1::DevicePower& p = d.power();
+  if (p.has_usage_watts()) c.NonNegative(p.usage_watts());
+  if (p.has_limit_watts()) c.NonNegative(p.limit_watts());
+  if (p.has_energy_joules_total()) c.NonNegative(p.energy_joules_total());
+
+  const v1::DeviceUtilization& u = d.utilization();
+  if (u.has_compute_ratio()) c.Ratio(u.compute_ratio());
+  if (u.has_memory_bandwidth_ratio()) c.Ratio(u.memory_bandwidth_ratio());
+
+  if (d.clocks().has_compute_hz()) c.NonNegative(d.clocks().compute_hz());
+  if (d.clocks().has_memory_hz()) c.NonNegative(d.clocks().memory_hz());
+
+  for (const v1::Link& l : d.links()) CheckLink(c, l);
+
+  for (const v1::ProcessMemory& pm : d.processes()) {
+    c.Label(pm.job());
+    c.Label(pm.rank());
+  }
+}
+
+void CheckHost(Checker& c, const v1::HostTelemetry& h) {
+  for (const v1::BuddyZone& z : h.buddyinfo()) c.Label(z.zone());
+  for (const v1::Link& l : h.links()) CheckLink(c, l);
+  for (const v1::TemperatureSensor& t : h.temperatures()) {
+    c.Label(t.sensor());
+    c.Label(t.chip());
+    if (t.has_celsius()) c.Celsius(t.celsius());
+  }
+  for (const v1::PowerSensor& p : h.power_sensors()) {
+    c.Label(p.sensor());
+    c.Label(p.chip());
+    if (p.has_watts()) c.NonNegative(p.watts());
+  }
+}
+
+// True when `ts` is later than `now` + `ahead`, compared in (seconds, nanos) so that no
+// timestamp a client can send overflows.
+bool IsAfter(const google::protobuf::Timestamp& ts, Clock::time_point now,
+             std::chrono::milliseconds ahead) {
+  const auto limit =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()) + ahead;
+  const int64_t limit_seconds = std::chrono::floor<std::chrono::seconds>(limit).count();
+  const int64_t limit_nanos = (limit - std::chrono::seconds(limit_seconds)).count();
+  return ts.seconds() > limit_seconds ||
+         (ts.seconds() == limit_seconds && ts.nanos() > limit_nanos);
+}
+
+// NodeReport with every string field turned into bytes: the same wire format, parsed without
+// UTF-8 checks. Tells a report with bad UTF-8 from one that is not a report at all.
+const google::protobuf::Message& LenientReportPrototype() {
+  static const google::protobuf::Message* prototype = [] {
+    using google::protobuf::DescriptorProto;
+    using google::protobuf::FieldDescriptorProto;
+    auto* pool = new google::protobuf::DescriptorPool();  // lives as long as the process
+    std::function<void(google::protobuf::RepeatedPtrField<DescriptorProto>*)> loosen =
+        [&](google::protobuf::RepeatedPtrField<DescriptorProto>* messages) {
+          for (DescriptorProto& m : *messages) {
+            // Maps may not have bytes keys; a plain repeated entry is the same on the wire.
+            m.mutable_options()->clear_map_entry();
+            for (FieldDescriptorProto& f : *m.mutable_field()) {
+              if (f.type() == FieldDescriptorProto::TYPE_STRING) {
+                f.set_type(FieldDescriptorProto::TYPE_BYTES);
+              }
+            }
+            loosen(m.mutable_nested_type());
+          }
+        };
+    std::function<void(const google::protobuf::FileDescriptor*)> build =
+        [&](const google::protobuf::FileDescriptor* file) {
+          if (pool->FindFileByName(file->name()) != nullptr) return;
+          for (int i = 0; i < file->dependency_count(); ++i) build(file->dependency(i));
+          google::protobuf::FileDescriptorProto proto;
+          file->CopyTo(&proto);
+          loosen(proto.mutable_message_type());
+          pool->BuildFile(proto);
+        };
+    build(v1::NodeReport::descriptor()->file());
+    auto* factory = new google::protobuf::DynamicMessageFactory(pool);
+    return factory->GetPrototype(
+        pool->FindMessageTypeByName(v1::NodeReport::descriptor()->full_name()));
+  }();
+  return *prototype;
+}
+
+}  // namespace
+
+std::string ParseReport(std::string_view wire, v1::NodeReport* report) {
+  if (report->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) return {};
+  report->Clear();
+  std::unique_ptr<google::protobuf::Message> lenient(LenientReportPrototype().New());
+  if (!lenient->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
+    return "malformed_report";
+  }
+  const auto* descriptor = lenient->GetDescriptor();
+  const auto* reflection = lenient->GetReflection();
+  report->set_sequence(reflection->GetUInt64(*lenient, descriptor->FindFieldByName("sequence")));
+  // For the log line (escaped there), even when the node name is what is broken.
+  report->set_node(reflection->GetString(*lenient, descriptor->FindFieldByName("node")));
+  return "invalid_utf8";
+}
+
+void RouteProtobufLogsToSpdlog() {
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+        static LogLimiter limiter;
+        const auto suppressed = limiter.Admit(message, std::chrono::steady_clock::now());
+        if (!suppressed) return;
+        const std::string more =
+            *suppressed == 0 ? "" : fmt::format(" ({} more like it not logged)", *suppressed);
+        if (level >= google::protobuf::LOGLEVEL_ERROR) {
+          spdlog::warn("protobuf ({}:{}): {}{}", file, line, message, more);
+        } else {
+          spdlog::debug("protobuf ({}:{}): {}{}", file, line, message, more);
+        }
+      });
+}
+
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((b & 0xE0) == 0xC0) {
+      len = 2;
+      cp = b & 0x1F;
+    } else if ((b & 0xF0) == 0xE0) {
+      len = 3;
+      cp = b & 0x0F;
+    } else if ((b & 0xF8) == 0xF0) {
+      len = 4;
+      cp = b & 0x07;
+    } else {
+      return false;
+    }
+    if (n - i < len) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto cont = static_cast<unsigned char>(s[i + k]);
+      if ((cont & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cont & 0x3F);
+    }
+    constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits& limits,
+                           Clock::time_point now) {
+  if (report.node().empty()) return "missing_node";
+  if (report.agent_instance_id().empty()) return "missing_instance";
+  if (report.sequence() == 0) return "missing_sequence";
+  if (!report.has_timestamp()) return "missing_timestamp";
+  if (IsAfter(report.timestamp(), now, limits.max_future)) return "timestamp_in_future";
+
+  // Counts first: they are cheap and bound the work below.
+  if (static_cast<size_t>(report.devices_size()) > limits.max_devices) return "too_many_devices";
+  size_t links = static_cast<size_t>(report.host().links_size());
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    links += static_cast<size_t>(d.links_size());
+  }
+  if (links > limits.max_links) return "too_many_links";
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    if (static_cast<size_t>(d.processes_size()) > limits.max_processes_per_device) {
+      return "too_many_processes";
+    }
+  }
+  if (static_cast<size_t>(report.events_size()) > limits.max_events) return "too_many_events";
+
+  Checker c(limits);
+  c.Label(report.node());
+  c.Label(report.agent_instance_id());
+  c.Label(report.agent_version());
+  for (const auto& [reason, count] : report.agent().push_rejected_total()) c.Label(reason);
+  const auto& ts = report.timestamp();
+  if (ts.nanos() < 0 || ts.nanos() > 999'999'999) c.Fail("value_out_of_range");
+  if (report.has_interval()) {
+    // A negative interval would keep a silent node "up" forever.
+    const auto& iv = report.interval();
+    if (iv.seconds() < 0 || iv.nanos() < 0 || iv.nanos() > 999'999'999) {
+      c.Fail("value_out_of_range");
+    }
+  }
+  for (const v1::CollectorStatus& s : report.collectors()) {
+    c.Label(s.name());
+    c.Text(s.error());
+    c.NonNegative(s.duration_seconds());
+  }
+  for (const v1::DeviceTelemetry& d : report.devices()) CheckDevice(c, d);
+  CheckHost(c, report.host());
+  for (const v1::Event& e : report.events()) {
+    c.Label(e.device_uuid());
+    c.Label(e.link());
+    c.Text(e.message());
+  }
+  return std::move(c).Take();
+}
+
+}  // namespace accelmon

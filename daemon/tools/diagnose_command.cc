@@ -1,0 +1,247 @@
+#include "daemon/tools/diagnose_command.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "daemon/common/exit_codes.h"
+#include "daemon/tools/progress.h"
+#include "diagnostics/config.h"
+#include "diagnostics/engine.h"
+#include "diagnostics/series.h"
+#include "diagnostics/timeline.h"
+#include "recording/recording_reader.h"
+
+namespace accelmon {
+namespace {
+
+using recording::RecordingError;
+using recording::RecordingReader;
+
+std::unique_ptr<RecordingReader> OpenInput(const std::string& input) {
+  try {
+    return std::make_unique<RecordingReader>(input);
+  } catch (const RecordingError& e) {
+    std::fprintf(stderr, "accelmon: %s\n", e.what());
+    return nullptr;
+  }
+}
+
+// As `record verify` lists them: "FILE offset N: B bytes lost: why", or "FILE:LINE: why".
+std::string DescribeDamage(const recording::DamageReport& d) {
+  if (d.line > 0) return d.file + ":" + std::to_string(d.line) + ": " + d.reason;
+  return d.file + " offset " + std::to_string(d.offset) + ": " + std::to_string(d.bytes) +
+         " bytes lost: " + d.reason;
+}
+
+// The rules --rules names, in the documented order; unknown ids are an error listing the known.
+std::optional<std::vector<diagnostics::RuleDefinition>> SelectRules(
+    const std::vector<std::string>& ids) {
+  const auto all = diagnostics::AllRules();
+  std::vector<diagnostics::RuleDefinition> selected;
+  for (const std::string& id : ids) {
+    bool known = false;
+    for (const auto& rule : all) known = known || rule.id == id;
+    if (!known) {
+      std::string list;
+      for (const auto& rule : all) list += (list.empty() ? "" : ", ") + std::string(rule.id);
+      std::fprintf(stderr, "accelmon: --rules: unknown rule \"%s\" (known: %s)\n", id.c_str(),
+                   list.c_str());
+      return std::nullopt;
+    }
+  }
+  for (const auto& rule : all) {
+    for (const std::string& id : ids) {
+      if (rule.id == id) {
+        selected.push_back(rule);
+        break;
+      }
+    }
+  }
+  return selected;
+}
+
+// Reads the input again for the plots around the findings (html).
+std::vector<std::vector<diagnostics::SeriesPoint>> CollectSeries(
+    const std::string& input, const std::vector<v1::Finding>& findings) {
+  diagnostics::SeriesCollector collector(findings);
+  auto reader = OpenInput(input);
+  if (reader) {
+    Progress progress("plots", reader->bytes_total());
+    while (const v1::NodeReport* report = reader->Next()) {
+      collector.Add(*report);
+      progress.Update(reader->bytes_done(), reader->summary().reports);
+    }
+  }
+  std::vector<std::vector<diagnostics::SeriesPoint>> series;
+  series.reserve(collector.size());
+  for (size_t i = 0; i < collector.size(); ++i) series.push_back(collector.points(i));
+  return series;
+}
+
+}  // namespace
+
+int Diagnose(const DiagnoseOptions& o) {
+  if (o.format == "html" && o.input == "-") {
+    std::fprintf(stderr,
+                 "accelmon: --format html reads the input twice (once more for the plots) and "
+                 "cannot from standard input; save it to a file first\n");
+    return kExitUsage;
+  }
+  diagnostics::Config config;
+  if (!o.config.empty()) {
+    try {
+      config = diagnostics::LoadConfig(o.config);
+    } catch (const diagnostics::ConfigError& e) {
+      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      return kExitUsage;
+    }
+  }
+  std::vector<diagnostics::RuleDefinition> rules(diagnostics::AllRules().begin(),
+                                                 diagnostics::AllRules().end());
+  if (!o.rules.empty()) {
+    auto selected = SelectRules(o.rules);
+    if (!selected) return kExitUsage;
+    rules = std::move(*selected);
+  }
+  // The engine keeps pointers into `rules`: it lives as long.
+  diagnostics::Engine engine(config, rules);
+  const std::vector<std::string> running = engine.rule_ids();
+  for (const std::string& id : o.rules) {
+    if (std::find(running.begin(), running.end(), id) == running.end()) {
+      std::fprintf(stderr, "accelmon: note: rule %s is disabled in %s\n", id.c_str(),
+                   o.config.empty() ? "the defaults" : o.config.c_str());
+    }
+  }
+
+  auto reader = OpenInput(o.input);
+  if (!reader) return kExitUsage;
+
+  // Opened before the (possibly long) run, so a bad path fails at once.
+  std::ofstream file;
+  if (o.output != "-") {
+    file.open(o.output, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      std::fprintf(stderr, "accelmon: %s: %s\n", o.output.c_str(), std::strerror(errno));
+      return kExitUsage;
+    }
+  }
+
+  std::vector<v1::Finding> findings;
+  engine.set_listener([&findings](diagnostics::Change change, const v1::Finding& f) {
+    if (change == diagnostics::Change::kClosed) findings.push_back(f);
+  });
+
+  Progress progress("diagnose", reader->bytes_total());
+  diagnostics::InputSummary summary{.input = o.input};
+  std::set<std::string, std::less<>> nodes;
+  size_t damage_printed = 0;
+  while (const v1::NodeReport* report = reader->Next()) {
+    engine.Process(*report);
+    if (nodes.find(report->node()) == nodes.end()) nodes.insert(report->node());
+    const int64_t t = diagnostics::ToNanos(report->timestamp());
+    if (!summary.first_ns || t < *summary.first_ns) summary.first_ns = t;
+    if (!summary.last_ns || t > *summary.last_ns) summary.last_ns = t;
+    const auto& damage = reader->summary().damage;
+    if (damage_printed < damage.size()) {
+      progress.Clear();
+      for (; damage_printed < damage.size(); ++damage_printed) {
+        std::fprintf(stderr, "accelmon: %s\n", DescribeDamage(damage[damage_printed]).c_str());
+      }
+    }
+    progress.Update(reader->bytes_done(), reader->summary().reports);
+  }
+  progress.Clear();
+  const recording::ReadSummary& read = reader->summary();
+  for (; damage_printed < read.damage.size(); ++damage_printed) {
+    std::fprintf(stderr, "accelmon: %s\n", DescribeDamage(read.damage[damage_printed]).c_str());
+  }
+
+  for (v1::Finding& f : engine.OpenFindings()) findings.push_back(std::move(f));
+  diagnostics::SortFindings(findings);
+  summary.reports = read.reports;
+  summary.nodes = nodes.size();
+  summary.damaged_regions = read.damage.size();
+  summary.damaged_bytes = read.damaged_bytes();
+  summary.out_of_order = engine.stats().out_of_order;
+  reader.reset();  // `read` goes with it; `summary` has what is still needed
+
+  std::ostream& out = o.output == "-" ? std::cout : file;
+  if (o.format == "json") {
+    diagnostics::WriteJson(out, findings, summary);
+  } else if (o.format == "html") {
+    const auto series = CollectSeries(o.input, findings);
+    diagnostics::WriteHtml(out, findings, summary, series);
+  } else {
+    diagnostics::WriteText(out, findings, summary);
+  }
+  out.flush();
+  if (!out) {
+    std::fprintf(stderr, "accelmon: %s: write failed\n",
+                 o.output == "-" ? "stdout" : o.output.c_str());
+    return kExitFailure;
+  }
+
+  if (summary.out_of_order > 0) {
+    std::fprintf(stderr,
+                 "accelmon: %llu reports skipped: not newer than their node's previous report "
+                 "(the rules need each node's reports in time order)\n",
+                 static_cast<unsigned long long>(summary.out_of_order));
+  }
+  if (summary.damaged_regions > 0) {
+    std::fprintf(stderr,
+                 "accelmon: %s: %llu damaged region(s), %s lost; the findings cover everything "
+                 "else\n",
+                 o.input.c_str(), static_cast<unsigned long long>(summary.damaged_regions),
+                 HumanBytes(summary.damaged_bytes).c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+void AddDiagnoseCommand(CLI::App& app, DiagnoseCommand& c) {
+  c.app = app.add_subcommand(
+      "diagnose",
+      "Run the diagnostics rules over a recording or JSON Lines and print what they find: an "
+      "incident timeline, JSON, or one HTML page with a plot around each finding");
+  c.app
+      ->add_option("INPUT", c.options.input,
+                   "Recording directory, segment file (.seg), JSON Lines file, or \"-\" for JSON "
+                   "Lines on standard input (not with --format html)")
+      ->required();
+  c.app->add_option("--diagnostics.config", c.options.config,
+                    "Diagnostics thresholds (YAML, as diagnostics/defaults.yaml; default: the "
+                    "built-in ones)");
+  c.app->add_option("--format", c.options.format, "What to print")
+      ->check(CLI::IsMember({"text", "json", "html"}))
+      ->capture_default_str();
+  c.app->add_option("-o,--output", c.options.output, "File to write (\"-\": standard output)")
+      ->capture_default_str();
+  c.app
+      ->add_option("--rules", c.options.rules,
+                   "Run only these rules (comma-separated ids, e.g. link_down,job_stall)")
+      ->delimiter(',');
+}
+
+std::optional<int> RunDiagnoseCommand(DiagnoseCommand& c) {
+  if (c.app == nullptr || !c.app->parsed()) return std::nullopt;
+  try {
+    return Diagnose(c.options);
+  } catch (const RecordingError& e) {
+    std::fprintf(stderr, "accelmon: %s\n", e.what());
+    return kExitUsage;
+  }
+}
+
+SubcommandRunner RegisterDiagnoseCommand(CLI::App& app) {
+  auto command = std::make_shared<DiagnoseCommand>();
+  AddDiagnoseCommand(app, *command);
+  return [command] { return RunDiagnoseCommand(*command); };
+}
+
+}  // namespace accelmon

@@ -1,0 +1,79 @@
+#include "daemon/tools/standalone_command.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+#include "daemon/agent/agent_command.h"
+#include "daemon/common/exit_codes.h"
+#include "daemon/common/flags.h"
+#include "daemon/common/shutdown_signals.h"
+#include "daemon/exporter/exporter_command.h"
+
+namespace accelmon {
+namespace {
+
+struct StandaloneCommand {
+  CollectorFlags collectors;
+  ExporterFlags exporter;
+};
+
+int RunStandalone(const StandaloneCommand& c) {
+  auto options = LoadExporterOptions(c.exporter);
+  if (!options) return kExitUsage;
+  std::shared_ptr<const collectors::Scenario> scenario;
+  if (!LoadSimScenario(c.collectors, scenario)) return kExitUsage;
+  const bool https = options->web_config.tls;
+  const sigset_t signals = BlockShutdownSignals();
+  Push push;  // outlives the agent and its collectors
+  if (!StartPush(c.collectors, push)) return kExitUsage;
+  Exporter exporter(std::move(*options));
+  try {
+    exporter.Start();
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return kExitFailure;
+  }
+  Uplink uplink(
+      UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
+  Agent agent(ToAgentOptions(c.collectors),
+              MakeCollectors(c.collectors, push.store.get(), std::move(scenario)), uplink);
+  uplink.Start();
+  agent.Start();
+
+  // The port actually bound, so that ":0" prints something usable.
+  auto web = *ParseHostPort(c.exporter.web_listen, nullptr);
+  if (web.host.empty() || web.host == "0.0.0.0") web.host = "localhost";
+  web.port = static_cast<uint16_t>(exporter.web_port());
+  std::printf("accelmon standalone: metrics at %s://%s/metrics (Ctrl-C to stop)\n",
+              https ? "https" : "http", web.ToString().c_str());
+  std::fflush(stdout);
+
+  WaitForShutdownSignal(signals);
+  StopAgent(agent, uplink);
+  exporter.Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+SubcommandRunner RegisterStandaloneCommand(CLI::App& app) {
+  auto c = std::make_shared<StandaloneCommand>();
+  c->collectors.node_name = HostName();
+  // In one process the ingest port only needs to be reachable from this host.
+  c->exporter.grpc_listen = "127.0.0.1:0";
+  CLI::App* cmd = app.add_subcommand(
+      "standalone", "Agent and exporter in one process on this host: the first thing to run");
+  AddCollectorFlags(*cmd, c->collectors);
+  AddExporterFlags(*cmd, c->exporter);
+  AddRecordFlags(*cmd, c->exporter);
+  return [c, cmd]() -> std::optional<int> {
+    if (!cmd->parsed()) return std::nullopt;
+    NotePushSocketSet(*cmd, c->collectors);
+    return RunStandalone(*c);
+  };
+}
+
+}  // namespace accelmon
