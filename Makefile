@@ -9,7 +9,8 @@ SIM       ?= 8
 JOBS      ?= $(shell nproc)
 CTEST     := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
-.PHONY: all deps test-deps build run test check asan fuzz bench format clean
+.PHONY: all deps test-deps build run test check check-run asan asan-build asan-run fuzz \
+  fuzz-build fuzz-run bench format clean
 
 all: build
 
@@ -40,21 +41,28 @@ run: build
 
 # Every test: unit, integration and end-to-end on the release build, then unit and
 # integration again under AddressSanitizer + UndefinedBehaviorSanitizer, then a short fuzz run
-# of every procfs/sysfs parser.
-test: check asan fuzz
+# of every procfs/sysfs parser. scripts/test.sh overlaps a build with the tests that mostly
+# wait (and prints the time of each phase); the targets below run one part each.
+test: test-deps
+	@bash scripts/test.sh
 
-check: test-deps build
+check: test-deps build check-run
+check-run:
 	$(CTEST) --test-dir $(BUILD_DIR) -L 'unit|integration|e2e'
 
 # The Python client and the promtool lint have no C++ to sanitise: they run in `check` only.
-asan: test-deps $(ASAN_DIR)/build.ninja
+asan: test-deps asan-build asan-run
+asan-build: $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) --target unit_tests diagnostics_tests integration_tests
+asan-run:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(CTEST) --test-dir $(ASAN_DIR) -L 'unit|integration' -E 'golden_passes_promtool|python_push_test'
 
 # libFuzzer over every parser, $(FUZZ_SECONDS) s each (longer: make fuzz FUZZ_SECONDS=600).
-fuzz: test-deps $(FUZZ_DIR)/build.ninja
+fuzz: test-deps fuzz-build fuzz-run
+fuzz-build: $(FUZZ_DIR)/build.ninja
 	cmake --build $(FUZZ_DIR)
+fuzz-run:
 	bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS)
 
 # Benchmarks against their peers; see bench/README.md.

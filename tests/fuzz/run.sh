@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for a short while, seeded with the fixture files of its format.
-# Usage: tests/fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET
+# Usage: tests/fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET [PARALLEL_TARGETS]
+# Targets run PARALLEL_TARGETS at a time (default: one per core); each fuzzes on one core.
 set -euo pipefail
 build=${1:?build dir}
 seconds=${2:-10}
+parallel=${3:-$(nproc)}
 root=$(cd "$(dirname "$0")/../fixtures" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -18,8 +20,9 @@ declare -A seeds=(
   [sysfs_devices]=""
   [recording_reader]=""
 )
-for target in "${!seeds[@]}"; do
-  corpus="$work/$target"
+# Fuzzes one target; its output goes to $work/$target.out, printed in order afterwards.
+fuzz_one() {
+  local target=$1 corpus="$work/$1"
   mkdir -p "$corpus"
   for f in ${seeds[$target]}; do [ -f "$root/$f" ] && cp "$root/$f" "$corpus/$(echo "$f" | tr / _)"; done
   # sysfs_devices takes "attribute=value" lines: seed it with a real hwmon chip and IB port.
@@ -42,8 +45,26 @@ for target in "${!seeds[@]}"; do
       sed -n '/ERROR:/,/SUMMARY:/p' "$work/$target.log" | head -n 40
       tail -n 8 "$work/$target.log"   # the input, as bytes and Base64, to reproduce it
       echo "fuzz: $target FAILED"
-      exit 1
+      return 1
     }
   grep -E "stat::number_of_executed_units" "$work/$target.log" | sed "s/^/  /"
+}
+
+failed=0
+running=0
+targets=("${!seeds[@]}")
+for target in "${targets[@]}"; do
+  fuzz_one "$target" >"$work/$target.out" 2>&1 &
+  running=$((running + 1))
+  if [ "$running" -ge "$parallel" ]; then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+for target in "${targets[@]}"; do cat "$work/$target.out"; done
+[ "$failed" -eq 0 ] || { echo "fuzz: a target FAILED (see above)"; exit 1; }
 echo "fuzz: all targets ran clean"

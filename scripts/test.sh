@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `make test`: the release build and its tests, the sanitizer build and its tests, the fuzz
+# smoke run. A build uses every core while most tests wait on sockets and child processes, so
+# each test phase runs beside the next build:
+#   release build -> release tests | sanitizer build -> sanitizer tests | fuzz build -> fuzz run
+# A background build's output goes to a log under the build folder, printed when it fails. The
+# time of every phase is printed at the end (docs/development.md "Test time").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MAKE=${MAKE:-make}
+logs=${TEST_LOG_DIR:-build-logs}
+mkdir -p "$logs"
+phases=()
+started=$(date +%s)
+
+seconds_since() { echo $(($(date +%s) - $1)); }
+
+# run_phase NAME TARGET: in the foreground, output to the terminal.
+run_phase() {
+  local name=$1 target=$2 t0
+  t0=$(date +%s)
+  echo "== $name (make $target)"
+  if ! "$MAKE" --no-print-directory "$target"; then
+    echo "== $name FAILED after $(seconds_since "$t0") s"
+    exit 1
+  fi
+  phases+=("$(printf '%-20s %5d s' "$name" "$(seconds_since "$t0")")")
+}
+
+# run_beside FG_NAME FG_TARGET BG_NAME BG_TARGET: the background target's output goes to a log.
+run_beside() {
+  local fg_name=$1 fg_target=$2 bg_name=$3 bg_target=$4 log t0 bg fg_rc=0 bg_rc=0
+  log="$logs/$bg_target.log"
+  t0=$(date +%s)
+  echo "== $fg_name (make $fg_target), beside $bg_name (make $bg_target > $log)"
+  (
+    b0=$(date +%s)
+    "$MAKE" --no-print-directory "$bg_target" >"$log" 2>&1
+    echo $(($(date +%s) - b0)) >"$log.seconds"
+  ) &
+  bg=$!
+  "$MAKE" --no-print-directory "$fg_target" || fg_rc=$?
+  local fg_seconds
+  fg_seconds=$(seconds_since "$t0")
+  wait "$bg" || bg_rc=$?
+  if [ "$bg_rc" -ne 0 ]; then
+    echo "== $bg_name FAILED; the end of $log:"
+    tail -n 60 "$log"
+  fi
+  [ "$fg_rc" -eq 0 ] || echo "== $fg_name FAILED after $fg_seconds s"
+  [ "$fg_rc" -eq 0 ] && [ "$bg_rc" -eq 0 ] || exit 1
+  phases+=("$(printf '%-20s %5d s' "$fg_name" "$fg_seconds")")
+  phases+=("$(printf '%-20s %5d s  (beside %s)' "$bg_name" "$(cat "$log.seconds")" "$fg_name")")
+  phases+=("$(printf '%-20s %5d s' "  together" "$(seconds_since "$t0")")")
+}
+
+run_phase "release build" build
+run_beside "release tests" check-run "sanitizer build" asan-build
+run_beside "sanitizer tests" asan-run "fuzz build" fuzz-build
+run_phase "fuzz run" fuzz-run
+
+echo
+echo "make test: every phase passed"
+printf '  %s\n' "${phases[@]}"
+printf '  %-20s %5d s\n' "total" "$(seconds_since "$started")"
