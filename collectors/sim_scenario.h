@@ -58,7 +58,7 @@ struct Fault {
   double duration_s = 0;  // 0: until the end
   int device = 0;         // -1: every device
   std::string node;       // empty: every node
-  // Parameters; which ones a fault reads, and their defaults, are in the README's fault table.
+  // Parameters; which ones a fault reads, and their defaults, are in docs/simulation.md's fault table.
   double to = 0;        // fragmentation_creep (share), thermal_ramp/spike (celsius)
   double over_s = 600;  // fragmentation_creep, thermal_ramp: how long the ramp takes
   std::string link = "nvlink0";

@@ -16,7 +16,7 @@ Output (relative to the output root, default the repository root):
 Standard library only; the output is deterministic (sorted keys, ids from the tables' order), so
 `git diff --exit-code` after a run proves the committed files are what this script makes. Every
 alert must have a section in docs/runbooks.md (checked here, so a new alert cannot ship without
-one). Metric names used here are the contract in ../shared/docs/architecture.md and
+one). Metric names used here are the contract in docs/architecture.md and
 docs/metrics.md.
 """
 import argparse

@@ -117,8 +117,8 @@ def markdown(fams):
         "Every metric family accelmon's exporter (and `standalone`) serves on `/metrics`. Device series",
         "carry `node`, `device` (the index), `uuid`, `vendor`, `model`; versions and PCI ids live on",
         "`accelmon_device_info` only. A value a source does not report is absent, never a fake zero.",
-        "The naming contract is in the project's architecture document; the alerts and dashboards",
-        "built on these names are in `dashboards/` (README, \"Grafana and Prometheus in three steps\").",
+        "The naming contract is in [architecture.md](architecture.md); the alerts and dashboards",
+        "built on these names are in `dashboards/` ([dashboards.md](dashboards.md)).",
         "",
     ]
     done = set()

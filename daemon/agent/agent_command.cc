@@ -44,8 +44,8 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
   cmd.add_option("--sim.seed", f.sim_seed,
                  "Seed of the simulated devices (default: derived from the node name)");
   cmd.add_option("--sim.scenario", f.sim_scenario,
-                 "YAML file of faults to inject into the simulated devices (README \"Fault "
-                 "scenarios\")");
+                 "YAML file of faults to inject into the simulated devices "
+                 "(docs/simulation.md)");
   cmd.add_option("--nvml.library", f.nvml_library,
                  "NVIDIA NVML library to load; NVIDIA collection is off when it cannot be loaded")
       ->capture_default_str();

@@ -122,7 +122,7 @@ void AddExporterFlags(CLI::App& cmd, ExporterFlags& f) {
                  "Drop a silent node's series from /metrics after this long")
       ->check(kDuration)
       ->capture_default_str();
-  // Limits on what agents send (README "Limits and bad input").
+  // Limits on what agents send (docs/limits.md).
   cmd.add_option("--grpc.max-recv-msg-size", f.max_recv_msg_size,
                  "Largest report accepted; a larger one ends its stream (RESOURCE_EXHAUSTED) and "
                  "the agent drops it")

@@ -171,7 +171,7 @@ void AddSimulateCommand(CLI::App& app, SimulateCommand& c) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   c.app->add_option("--scenario", c.scenario,
-                    "YAML file of faults to inject (README \"Fault scenarios\")");
+                    "YAML file of faults to inject (docs/simulation.md)");
   c.app->add_option("--duration", c.duration, "Simulated time to generate")
       ->check(cli::kDuration)
       ->capture_default_str();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README "Diagnostics", as a user runs it: a scenario played live in standalone, the metric
+# docs/diagnostics.md "Walk-through", as a user runs it: a scenario played live in standalone, the metric
 # flipping on and off, the recording diagnosed offline with the same rules.
 source "$(dirname "$0")/lib.sh"
 SCENARIOS=$(cd "$(dirname "$0")/../fixtures/scenarios" && pwd)

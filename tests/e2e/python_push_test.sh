@@ -19,7 +19,7 @@ uuids=$(curl -fsS "$url" | grep '^accelmon_device_info{' |
   sed -nE 's/.*device="([0-9]+)".*uuid="([^"]+)".*/\1 \2/p' | sort -n | awk '{print $2}' | paste -sd,)
 [[ $uuids == SIM-*,SIM-* ]] || fail "no simulated device UUIDs in /metrics: '$uuids'"
 
-# A "training script": the two lines of the README, then it trains (sleeps) until told to stop.
+# A "training script": the two lines of docs/fragmentation.md, then it trains (sleeps) until told to stop.
 FAKE_TORCH_UUIDS=$uuids SLURM_JOB_ID=e2e-job RANK=3 /usr/bin/python3 -c '
 import logging, sys, time
 logging.basicConfig(level=logging.INFO)

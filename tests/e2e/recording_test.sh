@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's worked example of the flight recorder, end to end with the real binary: record a
+# The worked example of docs/recording.md, end to end with the real binary: record a
 # `standalone --sim 8` run, inspect and verify it, round-trip it through JSON Lines, damage a copy,
 # verify that, replay it into a fresh exporter, and backfill it into a real promtool TSDB.
 source "$(dirname "$0")/lib.sh"
