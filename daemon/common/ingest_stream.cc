@@ -19,7 +19,7 @@ IngestStream::IngestStream(grpc::GenericStub& stub, IngestStreamObserver* observ
 IngestStream::~IngestStream() { Wait(); }
 
 IngestStream::SendResult IngestStream::TrySend(const v1::NodeReport& report) {
-  Pending pending{.sequence = report.sequence(), .encode_at_write = false, .bytes = {}};
+  Pending pending{.sequence = report.sequence(), .numbered = false, .bytes = {}};
   bool own = false;
   if (!grpc::SerializationTraits<v1::NodeReport>::Serialize(report, &pending.bytes, &own).ok()) {
     return SendResult::kOver;  // not a report protobuf can write; never the case
@@ -30,17 +30,17 @@ IngestStream::SendResult IngestStream::TrySend(const v1::NodeReport& report) {
 
 IngestStream::SendResult IngestStream::TrySend(grpc::ByteBuffer bytes, uint64_t sequence) {
   std::unique_lock lock(mu_);
-  return TakeLocked(
-      lock, Pending{.sequence = sequence, .encode_at_write = false, .bytes = std::move(bytes)});
+  return TakeLocked(lock,
+                    Pending{.sequence = sequence, .numbered = false, .bytes = std::move(bytes)});
 }
 
-IngestStream::SendResult IngestStream::TrySendEncodedAtWrite(uint64_t sequence) {
+IngestStream::SendResult IngestStream::TrySendNumbered() {
   std::unique_lock lock(mu_);
-  return TakeLocked(lock, Pending{.sequence = sequence, .encode_at_write = true, .bytes = {}});
+  return TakeLocked(lock, Pending{.sequence = counts_.sent + 1, .numbered = true, .bytes = {}});
 }
 
 bool IngestStream::Send(const v1::NodeReport& report) {
-  Pending pending{.sequence = report.sequence(), .encode_at_write = false, .bytes = {}};
+  Pending pending{.sequence = report.sequence(), .numbered = false, .bytes = {}};
   bool own = false;
   if (!grpc::SerializationTraits<v1::NodeReport>::Serialize(report, &pending.bytes, &own).ok()) {
     return false;
@@ -115,9 +115,8 @@ void IngestStream::PumpLocked(std::unique_lock<std::mutex>& lock) {
     queue_.pop_front();
     writing_ = true;  // this thread alone starts the write; OnWriteDone pumps again
     lock.unlock();
-    writing_bytes_ = next.encode_at_write && observer_ != nullptr
-                         ? observer_->EncodeAtWrite(next.sequence)
-                         : std::move(next.bytes);
+    writing_bytes_ = next.numbered && observer_ != nullptr ? observer_->EncodeAtWrite(next.sequence)
+                                                           : std::move(next.bytes);
     StartWrite(&writing_bytes_);
     lock.lock();
     return;

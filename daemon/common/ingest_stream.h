@@ -39,7 +39,8 @@ struct IngestAckCounts {
 // A report the stream took and has not yet seen answered.
 struct IngestSent {
   uint64_t sequence = 0;
-  std::chrono::steady_clock::time_point sent_at;  // when the stream took it
+  // When the stream took it; zero for an ack that answers nothing sent.
+  std::chrono::steady_clock::time_point sent_at{};
 };
 
 // What the stream tells its owner. Every call comes on one of gRPC's threads, never under the
@@ -54,7 +55,7 @@ class IngestStreamObserver {
   virtual void OnWritable() {}
   // The call is over. The last call; the stream must not be destroyed from inside it.
   virtual void OnDone(const grpc::Status& /*status*/) {}
-  // For SendEncodedAtWrite(): the report's wire bytes, made as its write starts.
+  // For TrySendNumbered(): the wire bytes of report `sequence`, made as its write starts.
   virtual grpc::ByteBuffer EncodeAtWrite(uint64_t /*sequence*/) { return {}; }
 };
 
@@ -87,8 +88,9 @@ class IngestStream final : private grpc::ClientBidiReactor<grpc::ByteBuffer, grp
   SendResult TrySend(const v1::NodeReport& report);
   // The same for a report already serialised: `bytes` hold a NodeReport with `sequence`.
   SendResult TrySend(grpc::ByteBuffer bytes, uint64_t sequence);
-  // The same, its bytes made by the observer's EncodeAtWrite() when its write starts.
-  SendResult TrySendEncodedAtWrite(uint64_t sequence);
+  // The same for a report numbered by the stream (the n-th it takes is sequence n), its bytes
+  // made by the observer's EncodeAtWrite(n) when its write starts (so stamped as it goes out).
+  SendResult TrySendNumbered();
   // Takes a report, waiting while the window is full. False when the stream takes no more.
   bool Send(const v1::NodeReport& report);
 
@@ -110,7 +112,7 @@ class IngestStream final : private grpc::ClientBidiReactor<grpc::ByteBuffer, grp
  private:
   struct Pending {
     uint64_t sequence = 0;
-    bool encode_at_write = false;
+    bool numbered = false;
     grpc::ByteBuffer bytes;
   };
 
