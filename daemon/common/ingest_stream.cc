@@ -16,7 +16,15 @@ IngestStream::IngestStream(grpc::GenericStub& stub, IngestStreamObserver* observ
   StartCall();
 }
 
-IngestStream::~IngestStream() { Wait(); }
+IngestStream::~IngestStream() {
+  bool ending = false;
+  {
+    std::lock_guard lock(mu_);
+    ending = closing_ || cancelled_;
+  }
+  if (!ending) Cancel();  // left open (an exception on the owner's way out): no wait on the server
+  Wait();
+}
 
 IngestStream::SendResult IngestStream::TrySend(const v1::NodeReport& report) {
   Pending pending{.sequence = report.sequence(), .numbered = false, .bytes = {}};

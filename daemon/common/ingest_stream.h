@@ -78,7 +78,7 @@ class IngestStream final : private grpc::ClientBidiReactor<grpc::ByteBuffer, grp
   IngestStream(grpc::GenericStub& stub, IngestStreamObserver* observer, Options options);
   IngestStream(grpc::GenericStub& stub, IngestStreamObserver* observer)
       : IngestStream(stub, observer, Options{}) {}
-  // Waits for the call to end: Close() or Cancel() first.
+  // Waits for the call to end; cancels it first unless Close() or Cancel() was called.
   ~IngestStream();
 
   IngestStream(const IngestStream&) = delete;
