@@ -4,6 +4,7 @@
 // exporter answers in order); the acks' verdicts are counted. The owner sends from its own thread
 // and never blocks on the network (Send() may wait for the window only); the stream tells its
 // observer, on gRPC's threads, of every ack, of room to write, and of the call's end.
+// Send, Close, Cancel and the destructor belong to one owner thread (and the observer's calls).
 #pragma once
 
 #include <grpcpp/client_context.h>
