@@ -5,11 +5,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <random>
 
 #include "daemon/agent/rendezvous.h"
 #include "daemon/agent/spool.h"
+#include "daemon/common/ingest_stream.h"
 #include "daemon/common/log_limiter.h"
 
 namespace accelmon {
@@ -17,6 +19,8 @@ namespace {
 
 // How soon to look again at a better exporter whose channel a probe has just woken.
 constexpr std::chrono::milliseconds kReprobeSoon{1000};
+// Reports handed to the stream and not yet written (the one being written included).
+constexpr size_t kWriteAhead = 2;
 
 }  // namespace
 
@@ -38,7 +42,7 @@ Uplink::Uplink(UplinkOptions options) : options_(std::move(options)) {
     Target target{.address = address,
                   .channel = grpc::CreateCustomChannel(address, credentials, args),
                   .stub = nullptr};
-    target.stub = v1::Ingest::NewStub(target.channel);
+    target.stub = std::make_unique<grpc::GenericStub>(target.channel);
     targets_.push_back(std::move(target));
   }
   if (targets_.size() > 1) {
@@ -60,8 +64,7 @@ void Uplink::Stop() {
   {
     std::lock_guard lock(mu_);
     if (stopping_ && !thread_.joinable()) return;
-    stopping_ = true;
-    if (active_context_ != nullptr) active_context_->TryCancel();
+    stopping_ = true;  // the streaming thread cancels its stream
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -139,34 +142,42 @@ void Uplink::HandleAck(const v1::Ack& ack) {
   cv_.notify_all();
 }
 
+// What one stream tells the uplink: its acks, and when it has room to write or takes no more.
+class Uplink::StreamObserver final : public IngestStreamObserver {
+ public:
+  StreamObserver(Uplink& uplink, size_t target) : uplink_(uplink), target_(target) {}
+
+  bool got_ack() const { return got_ack_.load(); }
+
+  void OnAck(const v1::Ack& ack, const IngestSent& /*report*/) override {
+    if (!got_ack_.exchange(true)) spdlog::info("connected to {}", uplink_.Describe(target_));
+    uplink_.HandleAck(ack);
+  }
+
+  void OnWritable() override {
+    // Under the lock, so the streaming thread cannot miss it between its check and its wait.
+    { std::lock_guard lock(uplink_.mu_); }
+    uplink_.cv_.notify_all();
+  }
+
+ private:
+  Uplink& uplink_;
+  const size_t target_;
+  std::atomic<bool> got_ack_{false};
+};
+
 grpc::Status Uplink::StreamOnce(bool& got_ack) {
-  grpc::ClientContext context;
   {
     std::lock_guard lock(mu_);
     if (stopping_) return grpc::Status::CANCELLED;
-    active_context_ = &context;
     return_to_.reset();
   }
   const size_t current = current_;
-  auto stream = targets_[current].stub->Stream(&context);
-
-  bool reader_done = false;
-  std::thread reader([&] {
-    v1::Ack ack;
-    while (stream->Read(&ack)) {
-      if (!got_ack) {
-        got_ack = true;
-        spdlog::info("connected to {}", Describe(current));
-      }
-      HandleAck(ack);
-    }
-    std::lock_guard lock(mu_);
-    reader_done = true;
-    cv_.notify_all();
-  });
+  StreamObserver observer(*this, current);
+  IngestStream stream(*targets_[current].stub, &observer);
 
   // Send every unacknowledged report, in order: from memory, or from the spool for those memory
-  // no longer (or never) held.
+  // no longer (or never) held. A few at a time are handed to the stream, as it writes them.
   Spool* const spool = options_.spool;
   uint64_t sent_up_to = 0;
   {
@@ -177,34 +188,36 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
   auto next_probe = std::chrono::steady_clock::now() + options_.return_probe_interval;
   for (;;) {
     std::shared_ptr<const v1::NodeReport> next;
-    if (from_spool.empty()) {
-      {
-        std::unique_lock lock(mu_);
-        const auto has_work = [&] {
-          return stopping_ || reader_done ||
-                 (!pending_.empty() && pending_.back()->sequence() > sent_up_to) ||
-                 (spool != nullptr && spool->last_sequence() > sent_up_to);
-        };
-        if (current == 0) {
-          cv_.wait(lock, has_work);
-        } else {
-          // Not on the best exporter: look at the better ones now and then while streaming.
-          while (!cv_.wait_until(lock, next_probe, has_work)) {
-            lock.unlock();
-            bool connecting = false;
-            const auto better = ReadyBetterTarget(connecting);
-            lock.lock();
-            if (better) {
-              return_to_ = better;
-              break;
-            }
-            // One just woken from idle is usually ready a moment later.
-            next_probe = std::chrono::steady_clock::now() +
-                         (connecting ? std::min(options_.return_probe_interval, kReprobeSoon)
-                                     : options_.return_probe_interval);
+    {
+      std::unique_lock lock(mu_);
+      const auto has_work = [&] {
+        if (stopping_ || stream.over()) return true;
+        if (stream.unwritten() >= kWriteAhead) return false;
+        return !from_spool.empty() ||
+               (!pending_.empty() && pending_.back()->sequence() > sent_up_to) ||
+               (spool != nullptr && spool->last_sequence() > sent_up_to);
+      };
+      if (current == 0) {
+        cv_.wait(lock, has_work);
+      } else {
+        // Not on the best exporter: look at the better ones now and then while streaming.
+        while (!cv_.wait_until(lock, next_probe, has_work)) {
+          lock.unlock();
+          bool connecting = false;
+          const auto better = ReadyBetterTarget(connecting);
+          lock.lock();
+          if (better) {
+            return_to_ = better;
+            break;
           }
+          // One just woken from idle is usually ready a moment later.
+          next_probe = std::chrono::steady_clock::now() +
+                       (connecting ? std::min(options_.return_probe_interval, kReprobeSoon)
+                                   : options_.return_probe_interval);
         }
-        if (stopping_ || reader_done || return_to_) break;
+      }
+      if (stopping_ || stream.over() || return_to_) break;
+      if (from_spool.empty()) {
         for (const auto& r : pending_) {
           if (r->sequence() > sent_up_to) {
             next = r;
@@ -212,23 +225,24 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
           }
         }
       }
-      if (spool != nullptr && (next == nullptr || next->sequence() > sent_up_to + 1)) {
-        uint64_t scanned = 0;
-        const uint64_t before = next ? next->sequence() : UINT64_MAX;
-        for (auto& r : spool->Read(sent_up_to, before, 256, &scanned)) {
-          from_spool.push_back(std::move(r));
-        }
-        if (from_spool.empty() && next == nullptr) {
-          sent_up_to = std::max(sent_up_to, scanned);  // nothing left there to send
-          continue;
-        }
+    }
+    if (from_spool.empty() && spool != nullptr &&
+        (next == nullptr || next->sequence() > sent_up_to + 1)) {
+      uint64_t scanned = 0;
+      const uint64_t before = next ? next->sequence() : UINT64_MAX;
+      for (auto& r : spool->Read(sent_up_to, before, 256, &scanned)) {
+        from_spool.push_back(std::move(r));
+      }
+      if (from_spool.empty() && next == nullptr) {
+        sent_up_to = std::max(sent_up_to, scanned);  // nothing left there to send
+        continue;
       }
     }
     if (!from_spool.empty()) {
       next = std::move(from_spool.front());
       from_spool.pop_front();
     }
-    if (!stream->Write(*next)) break;
+    if (stream.TrySend(*next) != IngestStream::SendResult::kQueued) break;
     sent_up_to = next->sequence();
   }
 
@@ -239,12 +253,15 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
     std::lock_guard lock(mu_);
     cancel = stopping_ || return_to_.has_value();
   }
-  if (cancel) context.TryCancel();
-  reader.join();
-  grpc::Status status = stream->Finish();
+  if (cancel) {
+    stream.Cancel();
+  } else {
+    stream.Close();
+  }
+  grpc::Status status = stream.Wait();
+  got_ack = observer.got_ack();
   {
     std::lock_guard lock(mu_);
-    active_context_ = nullptr;
     connected_ = false;
   }
   return status;

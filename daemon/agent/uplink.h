@@ -7,6 +7,7 @@
 #pragma once
 
 #include <grpcpp/client_context.h>
+#include <grpcpp/generic/generic_stub.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -71,6 +72,8 @@ class Uplink {
   bool WaitUntilDrained(std::chrono::milliseconds timeout);
 
  private:
+  class StreamObserver;
+
   void Run();
   // One stream's life: returns when it breaks or the uplink stops.
   grpc::Status StreamOnce(bool& got_ack);
@@ -88,7 +91,7 @@ class Uplink {
   struct Target {
     std::string address;
     std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<v1::Ingest::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> stub;
   };
 
   const UplinkOptions options_;
@@ -105,7 +108,6 @@ class Uplink {
   bool stopping_ = false;
   size_t current_ = 0;               // into targets_; written by the streaming thread only
   std::optional<size_t> return_to_;  // the stream was ended to move back to this target
-  grpc::ClientContext* active_context_ = nullptr;  // cancelled by Stop()
 
   std::thread thread_;
 };

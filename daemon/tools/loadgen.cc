@@ -6,7 +6,6 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/security/credentials.h>
-#include <grpcpp/support/client_callback.h>
 #include <sys/resource.h>
 
 #include <array>
@@ -15,9 +14,9 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <random>
 #include <thread>
@@ -25,6 +24,7 @@
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
+#include "daemon/common/ingest_stream.h"
 #include "daemon/common/version.h"
 
 namespace accelmon {
@@ -34,7 +34,6 @@ using SteadyClock = std::chrono::steady_clock;
 using google::protobuf::internal::WireFormatLite;
 using google::protobuf::io::CodedOutputStream;
 
-constexpr char kStreamMethod[] = "/accelmon.v1.Ingest/Stream";
 // Simulated reports per node, sent in turn: enough that consecutive reports differ.
 constexpr int kVariantsPerNode = 3;
 // The sequence and timestamp fields take at most this many bytes.
@@ -210,170 +209,73 @@ struct Shared {
   }
 };
 
-struct StreamCounts {
-  uint64_t sent = 0;
-  uint64_t skipped = 0;
-  uint64_t applied = 0;
-  uint64_t duplicate = 0;
-  uint64_t rejected = 0;
-  uint64_t acked_in_window = 0;
-  std::map<std::string, uint64_t> rejected_reasons;
-};
-
-// One simulated agent's stream: reports written one at a time in order, acks read as they come
-// (the server answers in order, so the oldest unacknowledged report is the one answered). The
-// scheduling thread calls Due() / Fill() / Close(); the reactions run on gRPC's threads.
-class LoadStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+// One simulated agent's stream (an IngestStream, which matches each ack to the oldest
+// unacknowledged report). The scheduling thread calls Due() / Fill() / Close(); the reactions
+// run on gRPC's threads.
+class LoadStream final : public IngestStreamObserver {
  public:
   LoadStream(Shared& shared, const std::vector<std::string>& bodies, bool saturate,
              size_t max_in_flight)
       : shared_(shared), bodies_(bodies), saturate_(saturate), max_in_flight_(max_in_flight) {}
 
   void Start(grpc::GenericStub& stub) {
-    stub.PrepareBidiStreamingCall(&context_, kStreamMethod, grpc::StubOptions(), this);
-    StartRead(&ack_buffer_);
-    StartCall();
+    stream_.emplace(stub, this, IngestStream::Options{.max_unacknowledged = max_in_flight_});
   }
 
   // At an interval: the next report is due now.
   void Due() {
-    std::lock_guard lock(mu_);
-    if (closing_ || failed_ || done_) return;
-    if (in_flight_.size() >= max_in_flight_) {
-      ++counts_.skipped;
-      return;
-    }
-    QueueLocked(SteadyClock::now());
+    if (stream_->TrySendNumbered() == IngestStream::SendResult::kFull) ++skipped_;
   }
 
   // Saturation: tops the stream up to `max_in_flight` unacknowledged reports.
   void Fill() {
-    std::lock_guard lock(mu_);
-    FillLocked();
+    if (!saturate_) return;
+    while (stream_->TrySendNumbered() == IngestStream::SendResult::kQueued) {
+    }
   }
 
   // No more reports: half-closes once the queued ones are written. The server ends the stream
   // after its last ack.
-  void Close() {
-    std::lock_guard lock(mu_);
-    closing_ = true;
-    MaybeWriteLocked();
-  }
+  void Close() { stream_->Close(); }
 
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() { stream_->Cancel(); }
 
   // After OnDone().
-  const StreamCounts& counts() const { return counts_; }
-  const grpc::Status& status() const { return status_; }
-  uint64_t unacknowledged() const { return in_flight_.size(); }
+  IngestAckCounts counts() const { return stream_->counts(); }
+  uint64_t skipped() const { return skipped_; }
+  uint64_t acked_in_window() const { return acked_in_window_.load(); }
+  grpc::Status status() { return stream_->Wait(); }
+  uint64_t unacknowledged() const { return stream_->unacknowledged(); }
 
-  void OnWriteDone(bool ok) override {
-    std::lock_guard lock(mu_);
-    writing_ = false;
-    if (!ok) {
-      failed_ = true;  // the stream broke; OnDone brings the status
-      return;
-    }
-    ++written_;
-    MaybeWriteLocked();
-  }
-
-  void OnReadDone(bool ok) override {
-    std::lock_guard lock(mu_);
-    if (!ok) return;
+  void OnAck(const v1::Ack& /*ack*/, const IngestSent& report) override {
     const auto now = SteadyClock::now();
-    v1::Ack ack;
-    if (!grpc::SerializationTraits<v1::Ack>::Deserialize(&ack_buffer_, &ack).ok()) {
-      ack.set_status(v1::Ack::STATUS_REJECTED);
-      ack.set_reason("unparseable_ack");
-    }
-    switch (ack.status()) {
-      case v1::Ack::STATUS_APPLIED:
-        ++counts_.applied;
-        break;
-      case v1::Ack::STATUS_DUPLICATE:
-        ++counts_.duplicate;
-        break;
-      default:
-        ++counts_.rejected;
-        ++counts_.rejected_reasons[ack.reason().empty() ? "unknown" : ack.reason()];
-        break;
-    }
-    if (!in_flight_.empty()) {
-      shared_.latency.Record(now - in_flight_.front());
-      in_flight_.pop_front();
-    }
-    if (now <= shared_.window_end) ++counts_.acked_in_window;
-    FillLocked();
-    StartRead(&ack_buffer_);
+    if (report.sent_at != SteadyClock::time_point{}) shared_.latency.Record(now - report.sent_at);
+    if (now <= shared_.window_end) acked_in_window_.fetch_add(1, std::memory_order_relaxed);
+    Fill();
   }
 
-  void OnDone(const grpc::Status& status) override {
-    {
-      std::lock_guard lock(mu_);
-      status_ = status;
-      done_ = true;  // no Start* call may follow
-    }
-    Shared& shared = shared_;
-    shared.StreamDone();  // the last touch: the stream may be deleted from here on
+  // Stamped now, as it goes out: the body serialised ahead of time plus sequence and timestamp.
+  grpc::ByteBuffer EncodeAtWrite(uint64_t sequence) override {
+    const std::string& body = bodies_[sequence % bodies_.size()];
+    std::array<uint8_t, kMaxTailBytes> tail{};
+    const size_t tail_bytes = EncodeSequenceAndTimestamp(sequence, WallNowNs(), tail.data());
+    // The body outlives the stream: no copy of it.
+    const std::array<grpc::Slice, 2> slices{
+        grpc::Slice(body.data(), body.size(), grpc::Slice::STATIC_SLICE),
+        grpc::Slice(tail.data(), tail_bytes)};
+    return grpc::ByteBuffer(slices.data(), slices.size());
   }
+
+  void OnDone(const grpc::Status& /*status*/) override { shared_.StreamDone(); }
 
  private:
-  void FillLocked() {
-    if (!saturate_) return;
-    const auto now = SteadyClock::now();
-    while (!closing_ && !failed_ && !done_ && in_flight_.size() < max_in_flight_) {
-      QueueLocked(now);
-    }
-  }
-
-  void QueueLocked(SteadyClock::time_point due) {
-    in_flight_.push_back(due);
-    ++queued_;
-    ++counts_.sent;
-    MaybeWriteLocked();
-  }
-
-  // Starts the next write, stamped now, or the half-close after the last one.
-  void MaybeWriteLocked() {
-    if (writing_ || failed_ || writes_done_ || done_) return;
-    if (written_ < queued_) {
-      const uint64_t sequence = written_ + 1;
-      const std::string& body = bodies_[sequence % bodies_.size()];
-      std::array<uint8_t, kMaxTailBytes> tail{};
-      const size_t tail_bytes = EncodeSequenceAndTimestamp(sequence, WallNowNs(), tail.data());
-      // The body outlives the stream: no copy of it.
-      const std::array<grpc::Slice, 2> slices{
-          grpc::Slice(body.data(), body.size(), grpc::Slice::STATIC_SLICE),
-          grpc::Slice(tail.data(), tail_bytes)};
-      write_buffer_ = grpc::ByteBuffer(slices.data(), slices.size());
-      writing_ = true;
-      StartWrite(&write_buffer_);
-    } else if (closing_) {
-      writes_done_ = true;
-      StartWritesDone();
-    }
-  }
-
   Shared& shared_;
   const std::vector<std::string>& bodies_;
   const bool saturate_;
   const size_t max_in_flight_;
-  grpc::ClientContext context_;
-  // Recursive: a Start* call may run the next reaction before it returns.
-  std::recursive_mutex mu_;
-  grpc::ByteBuffer write_buffer_;
-  grpc::ByteBuffer ack_buffer_;
-  std::deque<SteadyClock::time_point> in_flight_;  // when each unacknowledged report was due
-  uint64_t queued_ = 0;                            // reports due so far (the last sequence)
-  uint64_t written_ = 0;
-  bool writing_ = false;
-  bool writes_done_ = false;
-  bool closing_ = false;
-  bool failed_ = false;
-  bool done_ = false;  // OnDone() ran: the call is over
-  StreamCounts counts_;
-  grpc::Status status_;
+  uint64_t skipped_ = 0;  // the scheduling thread's
+  std::atomic<uint64_t> acked_in_window_{0};
+  std::optional<IngestStream> stream_;  // last: ended before the rest goes
 };
 
 std::string StatusText(const grpc::Status& status) {
@@ -490,16 +392,16 @@ LoadgenResult RunLoadgen(const LoadgenOptions& options) {
   std::map<std::string, size_t> failures;  // one line per distinct error, not per stream
   uint64_t unacknowledged = 0;
   for (const auto& s : streams) {
-    const StreamCounts& c = s->counts();
+    const IngestAckCounts c = s->counts();
     result.sent += c.sent;
-    result.skipped += c.skipped;
+    result.skipped += s->skipped();
     result.applied += c.applied;
     result.duplicate += c.duplicate;
     result.rejected += c.rejected;
-    result.acked_in_window += c.acked_in_window;
+    result.acked_in_window += s->acked_in_window();
     for (const auto& [reason, n] : c.rejected_reasons) result.rejected_reasons[reason] += n;
     unacknowledged += s->unacknowledged();
-    if (!s->status().ok()) ++failures[StatusText(s->status())];
+    if (const grpc::Status status = s->status(); !status.ok()) ++failures[StatusText(status)];
   }
   for (const auto& [text, n] : failures) {
     result.errors.push_back(std::to_string(n) + " stream(s) ended with " + text);

@@ -2,18 +2,16 @@
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
-#include <grpcpp/support/client_callback.h>
+#include <grpcpp/generic/generic_stub.h>
 
 #include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/common/ingest_stream.h"
 #include "daemon/tools/progress.h"
 
 namespace accelmon {
@@ -41,135 +39,6 @@ int64_t WallNowNs() {
              std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-// What one node's stream delivered.
-struct StreamCounts {
-  uint64_t sent = 0;
-  uint64_t applied = 0;
-  uint64_t duplicate = 0;
-  uint64_t rejected = 0;
-  std::map<std::string, uint64_t> rejected_reasons;
-};
-
-// One node's stream, as an agent would hold it: reports written one at a time in order, acks read
-// as they come. Send() is called by the replaying thread; the reactions run on gRPC's threads.
-class NodeStream final : public grpc::ClientBidiReactor<v1::NodeReport, v1::Ack> {
- public:
-  NodeStream(v1::Ingest::Stub& stub, std::string node, size_t max_unacknowledged)
-      : node_(std::move(node)), max_unacknowledged_(max_unacknowledged) {
-    stub.async()->Stream(&context_, this);
-    StartRead(&ack_);
-    StartCall();
-  }
-
-  // Queues `report`, waiting while too many are unacknowledged. False when the stream is over.
-  bool Send(v1::NodeReport report) {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return done_ || reads_done_ || unacknowledged_ < max_unacknowledged_; });
-    if (done_ || reads_done_ || write_failed_) return false;
-    ++unacknowledged_;
-    ++counts_.sent;
-    queue_.push_back(std::move(report));
-    MaybeWriteLocked();
-    return true;
-  }
-
-  // No more reports: half-closes once everything queued is written.
-  void Close() {
-    std::lock_guard lock(mu_);
-    closing_ = true;
-    MaybeWriteLocked();
-  }
-
-  // Waits until the exporter has answered and ended the stream. Returns its status.
-  grpc::Status Wait() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return done_; });
-    return status_;
-  }
-
-  const std::string& node() const { return node_; }
-  // After Wait().
-  const StreamCounts& counts() const { return counts_; }
-
-  void OnWriteDone(bool ok) override {
-    std::lock_guard lock(mu_);
-    writing_ = false;
-    if (!ok) {
-      // The stream broke; OnDone brings the status.
-      write_failed_ = true;
-      queue_.clear();
-      cv_.notify_all();
-      return;
-    }
-    MaybeWriteLocked();
-  }
-
-  void OnReadDone(bool ok) override {
-    std::lock_guard lock(mu_);
-    if (!ok) {
-      reads_done_ = true;
-      cv_.notify_all();
-      return;
-    }
-    switch (ack_.status()) {
-      case v1::Ack::STATUS_APPLIED:
-        ++counts_.applied;
-        break;
-      case v1::Ack::STATUS_DUPLICATE:
-        ++counts_.duplicate;
-        break;
-      default:
-        ++counts_.rejected;
-        ++counts_.rejected_reasons[ack_.reason().empty() ? "unknown" : ack_.reason()];
-        break;
-    }
-    if (unacknowledged_ > 0) --unacknowledged_;
-    cv_.notify_all();
-    StartRead(&ack_);
-  }
-
-  void OnDone(const grpc::Status& status) override {
-    std::lock_guard lock(mu_);
-    status_ = status;
-    done_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  // Starts the next write, or the half-close after the last one. One write at a time.
-  void MaybeWriteLocked() {
-    if (writing_ || write_failed_ || writes_done_) return;
-    if (!queue_.empty()) {
-      writing_ = true;
-      current_ = std::move(queue_.front());
-      queue_.pop_front();
-      StartWrite(&current_);
-    } else if (closing_) {
-      writes_done_ = true;
-      StartWritesDone();
-    }
-  }
-
-  const std::string node_;
-  const size_t max_unacknowledged_;
-  grpc::ClientContext context_;
-  // Recursive: a Start* call may run the next reaction before it returns.
-  std::recursive_mutex mu_;
-  std::condition_variable_any cv_;
-  std::deque<v1::NodeReport> queue_;
-  v1::NodeReport current_;  // being written
-  v1::Ack ack_;             // being read
-  size_t unacknowledged_ = 0;
-  bool writing_ = false;
-  bool write_failed_ = false;
-  bool closing_ = false;
-  bool writes_done_ = false;
-  bool reads_done_ = false;
-  bool done_ = false;
-  grpc::Status status_;
-  StreamCounts counts_;
-};
 
 std::string StatusText(const grpc::Status& status) {
   static const char* const kCodes[] = {"OK",
@@ -243,11 +112,12 @@ ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOp
                             *error + " (is it running, with --grpc.listen-address there?)");
     return result;
   }
-  auto stub = v1::Ingest::NewStub(channel);
+  grpc::GenericStub stub(channel);
 
-  std::unordered_map<std::string, std::unique_ptr<NodeStream>> streams;
-  std::vector<NodeStream*> order;             // for a stable summary
-  std::map<std::string, std::string> failed;  // node -> why its reports stopped
+  // One stream per node, as an agent would hold it.
+  std::unordered_map<std::string, std::unique_ptr<IngestStream>> streams;
+  std::vector<std::pair<std::string, IngestStream*>> order;  // for a stable summary
+  std::map<std::string, std::string> failed;                 // node -> why its reports stopped
   TimeShift shift(options.shift_to_now, options.speed);
   bool first = true;
   int64_t first_ns = 0;
@@ -275,33 +145,35 @@ ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOp
     if (it == streams.end()) {
       it = streams
                .emplace(report->node(),
-                        std::make_unique<NodeStream>(*stub, report->node(),
-                                                     options.max_unacknowledged_per_node))
+                        std::make_unique<IngestStream>(
+                            stub, nullptr,
+                            IngestStream::Options{.max_unacknowledged =
+                                                      options.max_unacknowledged_per_node}))
                .first;
-      order.push_back(it->second.get());
+      order.emplace_back(report->node(), it->second.get());
     }
     if (failed.count(report->node()) > 0) continue;
     v1::NodeReport copy = *report;
     if (timed && options.shift_to_now) SetTimestampNs(copy, shift.Apply(ns));
-    if (!it->second->Send(std::move(copy))) failed[report->node()] = "stream ended";
+    if (!it->second->Send(copy)) failed[report->node()] = "stream ended";
   }
   if (progress != nullptr) progress->Clear();
 
-  for (NodeStream* stream : order) stream->Close();
-  for (NodeStream* stream : order) {
+  for (const auto& [node, stream] : order) stream->Close();
+  for (const auto& [node, stream] : order) {
     const grpc::Status status = stream->Wait();
-    const StreamCounts& c = stream->counts();
+    const IngestAckCounts c = stream->counts();
     result.sent += c.sent;
     result.applied += c.applied;
     result.duplicate += c.duplicate;
     result.rejected += c.rejected;
     for (const auto& [reason, n] : c.rejected_reasons) result.rejected_reasons[reason] += n;
-    const uint64_t acknowledged = c.applied + c.duplicate + c.rejected;
-    if (!status.ok() || acknowledged < c.sent || failed.count(stream->node()) > 0) {
-      result.errors.push_back(
-          "node \"" + stream->node() + "\": the stream ended (" + StatusText(status) + ") with " +
-          std::to_string(c.sent - std::min(c.sent, acknowledged)) + " report(s) unacknowledged" +
-          (failed.count(stream->node()) > 0 ? "; its later reports not sent" : ""));
+    const uint64_t acknowledged = c.acknowledged();
+    if (!status.ok() || acknowledged < c.sent || failed.count(node) > 0) {
+      result.errors.push_back("node \"" + node + "\": the stream ended (" + StatusText(status) +
+                              ") with " + std::to_string(c.sent - std::min(c.sent, acknowledged)) +
+                              " report(s) unacknowledged" +
+                              (failed.count(node) > 0 ? "; its later reports not sent" : ""));
     }
   }
   result.nodes = order.size();
