@@ -38,6 +38,7 @@ class SegmentBuilder {
   void Add(std::string record) {
     uint64_t start = writer_.offset();
     if (kBlockSize - start % kBlockSize < kHeaderSize) start += kBlockSize - start % kBlockSize;
+    EXPECT_EQ(writer_.next_record_offset(), start);
     writer_.AddRecord(record, &bytes_);
     written_.push_back(Written{std::move(record), start, writer_.offset()});
   }
