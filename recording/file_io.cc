@@ -22,17 +22,21 @@ bool WriteAll(int fd, std::string_view data) {
 }
 
 bool ReadFileRange(const std::string& path, uint64_t offset, std::string* out, uint64_t max_bytes) {
-  out->clear();
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  if (fd < 0) {
+    out->clear();
+    return false;
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
+    out->clear();
     ::close(fd);
     errno = err;
     return false;
   }
   const auto size = static_cast<uint64_t>(st.st_size);
+  // Resized, not cleared first: a buffer reused from read to read is not zero-filled again.
   out->resize(static_cast<size_t>(offset < size ? std::min(size - offset, max_bytes) : 0));
   size_t done = 0;
   while (done < out->size()) {
@@ -41,6 +45,7 @@ bool ReadFileRange(const std::string& path, uint64_t offset, std::string* out, u
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
+      out->clear();
       ::close(fd);
       errno = err;
       return false;
