@@ -35,9 +35,17 @@ struct LogReader::Fragment {
   std::string reason;  // why, for Next::kBad
 };
 
-LogReader::LogReader(std::string_view data, ReadMode mode) : data_(data), mode_(mode) {
-  zero_from_ = data_.size();
-  while (zero_from_ > 0 && data_[zero_from_ - 1] == '\0') --zero_from_;
+LogReader::LogReader(std::string_view data, ReadMode mode, uint64_t offset)
+    : data_(data),
+      mode_(mode),
+      base_(offset),
+      end_(offset + data.size()),
+      pos_(offset),
+      record_offset_(offset),
+      valid_end_(offset),
+      accounted_(offset) {
+  zero_from_ = end_;
+  while (zero_from_ > base_ && *At(zero_from_ - 1) == '\0') --zero_from_;
 }
 
 uint64_t LogReader::damaged_bytes() const {
@@ -48,13 +56,13 @@ uint64_t LogReader::damaged_bytes() const {
 
 bool LogReader::ValidFragmentAt(uint64_t offset, uint64_t limit) const {
   if (offset + kHeaderSize > limit) return false;
-  const char* header = data_.data() + offset;
+  const char* header = At(offset);
   const auto type = static_cast<uint8_t>(header[6]);
   if (type == 0 || type > kMaxFragmentType) return false;
   const uint64_t length = DecodeFixed16(header + 4);
   if (offset + kHeaderSize + length > limit) return false;
   return DecodeFixed32(header) == FragmentChecksum(static_cast<FragmentType>(type),
-                                                   data_.substr(offset + kHeaderSize, length));
+                                                   std::string_view(header + kHeaderSize, length));
 }
 
 uint64_t LogReader::FindNextFragment(uint64_t after, uint64_t limit) const {
@@ -67,12 +75,12 @@ uint64_t LogReader::FindNextFragment(uint64_t after, uint64_t limit) const {
 }
 
 LogReader::Next LogReader::Problem(Fragment* fragment, uint64_t extent_end, std::string reason) {
-  const uint64_t limit = std::min(BlockEnd(fragment->offset), uint64_t{data_.size()});
+  const uint64_t limit = std::min(BlockEnd(fragment->offset), end_);
   const uint64_t next = FindNextFragment(fragment->offset, limit);
   if (next == limit) {
     // Nothing good follows in this block: a crash mid-write looks like this, either cut off by the
     // end of the file or running into the zeroes of pages never written.
-    const bool cut_off = extent_end > data_.size();
+    const bool cut_off = extent_end > end_;
     const bool unwritten = zero_from_ <= fragment->offset ||
                            (zero_from_ + kSectorSize - 1) / kSectorSize * kSectorSize < extent_end;
     if (cut_off || unwritten) return Next::kTorn;
@@ -83,7 +91,7 @@ LogReader::Next LogReader::Problem(Fragment* fragment, uint64_t extent_end, std:
 }
 
 LogReader::Next LogReader::NextFragment(Fragment* fragment) {
-  const uint64_t size = data_.size();
+  const uint64_t size = end_;
   while (true) {
     if (pos_ >= size) return Next::kEnd;
     const uint64_t block_end = BlockEnd(pos_);
@@ -93,7 +101,7 @@ LogReader::Next LogReader::NextFragment(Fragment* fragment) {
     }
     fragment->offset = pos_;
     if (size - pos_ < kHeaderSize) return Next::kTorn;
-    const char* header = data_.data() + pos_;
+    const char* header = At(pos_);
     const uint32_t checksum = DecodeFixed32(header);
     const uint64_t length = DecodeFixed16(header + 4);
     const auto type = static_cast<uint8_t>(header[6]);
@@ -111,7 +119,7 @@ LogReader::Next LogReader::NextFragment(Fragment* fragment) {
     }
     if (end > size) return Problem(fragment, end, "fragment length past end of file");
     fragment->type = static_cast<FragmentType>(type);
-    fragment->data = data_.substr(pos_ + kHeaderSize, length);
+    fragment->data = std::string_view(header + kHeaderSize, length);
     if (checksum != FragmentChecksum(fragment->type, fragment->data)) {
       return Problem(fragment, end, "checksum mismatch");
     }
@@ -123,7 +131,7 @@ LogReader::Next LogReader::NextFragment(Fragment* fragment) {
 bool LogReader::Lose(uint64_t offset, uint64_t end, std::string reason) {
   if (mode_ == ReadMode::kPointInTime) {
     // Nothing after the first damage is read: all of it is lost.
-    damage_.push_back(Damage{offset, data_.size() - offset, std::move(reason)});
+    damage_.push_back(Damage{offset, end_ - offset, std::move(reason)});
     stopped_ = true;
     return false;
   }
@@ -143,7 +151,7 @@ bool LogReader::Lose(uint64_t offset, uint64_t end, std::string reason) {
 }
 
 void LogReader::EndTorn() {
-  torn_tail_bytes_ = data_.size() - accounted_;
+  torn_tail_bytes_ = end_ - accounted_;
   stopped_ = true;
 }
 

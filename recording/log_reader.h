@@ -28,8 +28,11 @@ struct Damage {
 
 class LogReader {
  public:
-  // `data`: the whole segment, which must outlive the reader.
-  LogReader(std::string_view data, ReadMode mode);
+  // `data`: the segment from byte `offset` to its end, which must outlive the reader. `offset` is
+  // 0 (the whole segment) or where an earlier read stopped at a record boundary (a
+  // record_offset() or valid_end()), so that a reader need not re-read what it has seen. Every
+  // offset the reader reports is in the segment, not in `data`.
+  LogReader(std::string_view data, ReadMode mode, uint64_t offset = 0);
 
   // The next whole record, pointing into `data` or (when fragmented) into `scratch`. False at
   // the end: of the data, at a torn tail, or in kPointInTime at the first damage.
@@ -60,8 +63,13 @@ class LogReader {
   bool Lose(uint64_t offset, uint64_t end, std::string reason);
   void EndTorn();
 
+  // The bytes at `offset` of the segment.
+  const char* At(uint64_t offset) const { return data_.data() + (offset - base_); }
+
   std::string_view data_;
   ReadMode mode_;
+  uint64_t base_ = 0;  // the segment offset of data_[0]
+  uint64_t end_ = 0;   // of the data: base_ + data_.size()
   uint64_t pos_ = 0;
   uint64_t record_offset_ = 0;
   uint64_t valid_end_ = 0;

@@ -25,6 +25,11 @@ void AppendFragment(FragmentType type, std::string_view data, std::string* out) 
 
 }  // namespace
 
+uint64_t LogWriter::next_record_offset() const {
+  const uint64_t leftover = kBlockSize - offset_ % kBlockSize;
+  return leftover < kHeaderSize ? offset_ + leftover : offset_;
+}
+
 void LogWriter::AddRecord(std::string_view record, std::string* out) {
   // Worst case: padding, then one header per block touched.
   out->reserve(out->size() + record.size() + kHeaderSize * (record.size() / kBlockSize + 2) +

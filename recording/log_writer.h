@@ -21,6 +21,9 @@ class LogWriter {
 
   // Where the file ends once everything returned so far is written.
   uint64_t offset() const { return offset_; }
+  // Where the next record's first fragment will begin: offset(), or the next block when the rest
+  // of this one is too small for a header (the LogReader's record_offset() of that record).
+  uint64_t next_record_offset() const;
 
  private:
   uint64_t offset_;

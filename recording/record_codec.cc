@@ -2,6 +2,7 @@
 
 #include <zstd.h>
 
+#include <chrono>
 #include <string>
 
 namespace accelmon::recording {
@@ -19,7 +20,79 @@ void AppendVarint(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
+bool ReadVarint(std::string_view data, size_t& pos, uint64_t& value) {
+  value = 0;
+  for (int shift = 0; shift < 64 && pos < data.size(); shift += 7) {
+    const auto byte = static_cast<uint8_t>(data[pos++]);
+    value |= uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+void AppendReportToBatch(const v1::NodeReport& report, std::string* batch_body) {
+  const size_t size = report.ByteSizeLong();
+  batch_body->push_back('\x0a');
+  AppendVarint(size, batch_body);
+  const size_t at = batch_body->size();
+  batch_body->resize(at + size);
+  report.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(batch_body->data() + at));
+}
+
+bool SplitReportBatch(std::string_view body, std::vector<std::string_view>* reports,
+                      uint64_t* other_fields) {
+  reports->clear();
+  if (other_fields != nullptr) *other_fields = 0;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    uint64_t tag = 0;
+    if (!ReadVarint(body, pos, tag)) return false;
+    uint64_t n = 0;
+    switch (tag & 7u) {
+      case 0:
+        if (!ReadVarint(body, pos, n)) return false;
+        n = 0;
+        break;
+      case 1:
+        n = 8;
+        break;
+      case 2:
+        if (!ReadVarint(body, pos, n)) return false;
+        break;
+      case 5:
+        n = 4;
+        break;
+      default:
+        return false;  // groups are not used by our messages
+    }
+    if ((tag >> 3) == 0 || n > body.size() - pos) return false;
+    if (tag == ((1u << 3) | 2u)) {
+      reports->push_back(body.substr(pos, n));
+    } else if (other_fields != nullptr) {
+      ++*other_fields;
+    }
+    pos += n;
+  }
+  return true;
+}
+
+v1::SegmentHeader NewSegmentHeader(std::string_view writer) {
+  v1::SegmentHeader header;
+  header.set_format_version(kFormatVersion);
+  header.set_writer(std::string(writer));
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
+  header.mutable_created()->set_seconds(seconds.count());
+  header.mutable_created()->set_nanos(static_cast<int32_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()));
+  return header;
+}
+
+std::string UncompressedRecordPrefix(RecordKind kind) {
+  return std::string{static_cast<char>(kind), static_cast<char>(Compression::kNone)};
+}
 
 void AppendReportToBatch(std::string_view serialized_report, std::string* batch_body) {
   // ReportBatch.reports is field 1, wire type 2 (length-delimited): tag byte 0x0a.

@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "accelmon/v1/recording.pb.h"
+#include "accelmon/v1/telemetry.pb.h"
 
 namespace accelmon::recording {
 
@@ -19,6 +21,23 @@ inline constexpr uint64_t kMaxRecordBody = uint64_t{256} << 20;
 
 // Appends one serialised NodeReport (its wire bytes) to a ReportBatch body under construction.
 void AppendReportToBatch(std::string_view serialized_report, std::string* batch_body);
+
+// The same, serialising `report` straight into the body: its bytes are produced once, in place.
+void AppendReportToBatch(const v1::NodeReport& report, std::string* batch_body);
+
+// The wire bytes of each report in a ReportBatch body, in order, into `reports` (replacing what it
+// held; views into `body`). Fields other than `reports` (a newer writer's additions) are skipped
+// and counted in `other_fields`. False when the body is malformed.
+bool SplitReportBatch(std::string_view body, std::vector<std::string_view>* reports,
+                      uint64_t* other_fields = nullptr);
+
+// A SegmentHeader of this format version from `writer`, created now; the caller adds watermarks.
+v1::SegmentHeader NewSegmentHeader(std::string_view writer);
+
+// The 2-byte prefix of an uncompressed record of `kind`: append the body to it in place (e.g. with
+// AppendReportToBatch) for the same record EncodeRecord(kind, body, kNone) returns, without a copy
+// of the body.
+std::string UncompressedRecordPrefix(RecordKind kind);
 
 // A whole record from a body. zstd `level` only matters for kZstd.
 std::string EncodeRecord(RecordKind kind, std::string_view body, Compression compression,

@@ -18,6 +18,7 @@
 #include "recording/file_io.h"
 #include "recording/log_format.h"
 #include "recording/log_reader.h"
+#include "recording/recording_reader.h"
 
 namespace accelmon::recording {
 namespace {
@@ -29,24 +30,13 @@ constexpr auto kRetentionCheckEvery = std::chrono::minutes(1);
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
-// "00000000000000000042.seg" -> 42.
-std::optional<uint64_t> SegmentIndex(std::string_view name) {
-  if (name.size() != 24 || !name.ends_with(".seg")) return std::nullopt;
-  uint64_t v = 0;
-  for (size_t i = 0; i < 20; ++i) {
-    if (name[i] < '0' || name[i] > '9') return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
-  }
-  return v;
-}
-
 // The segments of `dir`, oldest (lowest index) first.
 std::vector<std::pair<uint64_t, std::string>> ListSegmentFiles(const std::string& dir) {
   std::vector<std::pair<uint64_t, std::string>> found;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (auto index = SegmentIndex(name)) found.emplace_back(*index, it->path().string());
+    if (auto index = SegmentFileIndex(name)) found.emplace_back(*index, it->path().string());
   }
   if (ec) throw std::runtime_error("cannot list " + dir + ": " + ec.message());
   std::sort(found.begin(), found.end());
@@ -73,27 +63,6 @@ std::string ReadWholeFile(const std::string& path) {
   }
   ::close(fd);
   return data;
-}
-
-// Reads node, agent_instance_id and sequence (fields 1-3, as in NodeReport) of one report's wire
-// bytes, skipping everything else: recovery reads whole segments and needs nothing more.
-bool ParseReportKey(std::string_view wire, ReportKey* key) {
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()),
-                                            static_cast<int>(wire.size()));
-  while (const uint32_t tag = in.ReadTag()) {
-    const int field = WireFormatLite::GetTagFieldNumber(tag);
-    const auto type = WireFormatLite::GetTagWireType(tag);
-    if ((field == 1 || field == 2) && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-      if (!WireFormatLite::ReadString(&in, field == 1 ? &key->node : &key->agent_instance_id)) {
-        return false;
-      }
-    } else if (field == 3 && type == WireFormatLite::WIRETYPE_VARINT) {
-      if (!in.ReadVarint64(&key->sequence)) return false;
-    } else if (!WireFormatLite::SkipField(&in, tag)) {
-      return false;
-    }
-  }
-  return in.ConsumedEntireMessage();
 }
 
 // Calls `on_key` for each report of a ReportBatch body, in order. False when it is malformed.
@@ -171,6 +140,25 @@ SegmentKeys ReadSegmentKeys(const std::string& path, RecoveredWatermarks* out) {
 }
 
 }  // namespace
+
+bool ParseReportKey(std::string_view wire, ReportKey* key) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(wire.data()),
+                                            static_cast<int>(wire.size()));
+  while (const uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    if ((field == 1 || field == 2) && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (!WireFormatLite::ReadString(&in, field == 1 ? &key->node : &key->agent_instance_id)) {
+        return false;
+      }
+    } else if (field == 3 && type == WireFormatLite::WIRETYPE_VARINT) {
+      if (!in.ReadVarint64(&key->sequence)) return false;
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return false;
+    }
+  }
+  return in.ConsumedEntireMessage();
+}
 
 void AdvanceWatermark(Watermarks& watermarks, const ReportKey& key) {
   auto it = watermarks.find(key.node);
@@ -313,14 +301,7 @@ void SegmentWriter::OpenSegment() {
   if (fd < 0) throw std::runtime_error("cannot create " + path + ": " + ErrnoText(errno));
   ++next_index_;
 
-  v1::SegmentHeader header;
-  header.set_format_version(kFormatVersion);
-  header.set_writer(options_.writer);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
-  header.mutable_created()->set_seconds(seconds.count());
-  header.mutable_created()->set_nanos(static_cast<int32_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()));
+  v1::SegmentHeader header = NewSegmentHeader(options_.writer);
   for (const auto& [node, mark] : watermarks_) {
     v1::NodeWatermark* w = header.add_watermarks();
     w->set_node(node);

@@ -52,6 +52,11 @@ struct ReportKey {
   uint64_t sequence = 0;
 };
 
+// Reads node, agent_instance_id and sequence (fields 1-3 of NodeReport) from one report's wire
+// bytes, skipping everything else: for readers that need only a report's key (recovery, the
+// agent's spool). False when the bytes are malformed.
+bool ParseReportKey(std::string_view wire, ReportKey* key);
+
 // Moves `watermarks` past one report, as the exporter's dedup does: the same instance keeps its
 // highest sequence, a new instance replaces the old one.
 void AdvanceWatermark(Watermarks& watermarks, const ReportKey& key);

@@ -10,8 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <optional>
-#include <sstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "accelmon/v1/recording.pb.h"
@@ -19,6 +18,11 @@
 #include "recording/log_format.h"
 #include "recording/log_reader.h"
 #include "recording/record_codec.h"
+#include "recording/recording_reader.h"
+#include "recording/segment_writer.h"
+
+// The on-disk format is the one spools always had (docs/recording-format.md, "Agent spool"): a
+// spool directory written before this reader existed is read exactly as before.
 
 namespace accelmon {
 namespace {
@@ -30,114 +34,102 @@ namespace fs = std::filesystem;
 
 constexpr auto kSyncEvery = std::chrono::seconds(1);
 
-// The reports of a ReportBatch body, as the wire bytes of each: field 1 (tag 0x0a), a varint
-// length, the bytes. False on anything else.
-bool SplitReportBatch(std::string_view body, const std::function<void(std::string_view)>& each) {
-  while (!body.empty()) {
-    if (body[0] != '\x0a') return false;
-    body.remove_prefix(1);
-    uint64_t length = 0;
-    for (int shift = 0;; shift += 7) {
-      if (body.empty() || shift > 63) return false;
-      const auto byte = static_cast<uint8_t>(body[0]);
-      body.remove_prefix(1);
-      length |= uint64_t{byte & 0x7fu} << shift;
-      if ((byte & 0x80) == 0) break;
-    }
-    if (length > body.size()) return false;
-    each(body.substr(0, length));
-    body.remove_prefix(length);
-  }
-  return true;
-}
-
 std::string ErrnoText() { return std::strerror(errno); }
 
-// "00000000000000000042.seg" -> 42.
-std::optional<uint64_t> SegmentIndex(const std::string& name) {
-  if (name.size() != 24 || !name.ends_with(".seg")) return std::nullopt;
-  uint64_t v = 0;
-  for (size_t i = 0; i < 20; ++i) {
-    if (name[i] < '0' || name[i] > '9') return std::nullopt;
-    v = v * 10 + static_cast<uint64_t>(name[i] - '0');
-  }
-  return v;
-}
+// What one point-in-time pass over some of a segment's bytes found.
+struct BytesScan {
+  uint64_t reports = 0;
+  uint64_t valid_end = 0;  // segment offset just past the last good record
+  std::string damage;      // why and where reading stopped early; empty otherwise
+  bool stopped = false;    // on_report asked to stop
+};
 
-std::string SegmentPath(const std::string& dir, uint64_t index) {
-  return fmt::format("{}/{:020}.seg", dir, index);
+// Reads the records of `data`, the segment from `offset` (a record boundary) on, calling
+// `on_report` with each report's wire bytes and the offset of its record; it returns false to
+// stop. Stops at the first damage. `reports` is the scratch for a batch's reports.
+template <typename OnReport>
+BytesScan ScanBytes(std::string_view data, uint64_t offset, OnReport on_report) {
+  BytesScan scan;
+  scan.valid_end = offset;
+  recording::LogReader reader(data, recording::ReadMode::kPointInTime, offset);
+  std::string_view record;
+  std::string scratch;
+  std::string storage;
+  std::vector<std::string_view> reports;
+  while (reader.ReadRecord(&record, &scratch)) {
+    recording::DecodedRecord decoded;
+    std::string why;
+    if (!recording::DecodeRecord(record, &storage, &decoded, &why)) {
+      scan.damage = fmt::format("{} in the record at offset {}", why, reader.record_offset());
+      return scan;
+    }
+    if (decoded.kind == recording::RecordKind::kReportBatch) {
+      // The spool writes nothing but reports into a batch: any other field is damage too.
+      uint64_t other_fields = 0;
+      if (!recording::SplitReportBatch(decoded.body, &reports, &other_fields) || other_fields > 0) {
+        scan.damage = fmt::format("malformed report batch in the record at offset {}",
+                                  reader.record_offset());
+        return scan;
+      }
+      scan.reports += reports.size();
+      scan.valid_end = reader.valid_end();
+      for (const std::string_view report : reports) {
+        if (!on_report(report, reader.record_offset())) {
+          scan.stopped = true;
+          return scan;
+        }
+      }
+    }
+    scan.valid_end = reader.valid_end();
+  }
+  if (!reader.damage().empty()) {
+    const recording::Damage& damage = reader.damage().front();
+    scan.damage = fmt::format("{} at offset {}", damage.reason, damage.offset);
+  }
+  return scan;
 }
 
 }  // namespace
 
 void AppendSpoolSegmentHeader(recording::LogWriter* writer, std::string* out) {
-  v1::SegmentHeader header;
-  header.set_format_version(recording::kFormatVersion);
-  header.set_writer("agent-spool");
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
-  header.mutable_created()->set_seconds(seconds.count());
-  header.mutable_created()->set_nanos(static_cast<int32_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()));
   writer->AddRecord(
-      recording::EncodeRecord(recording::RecordKind::kSegmentHeader, header.SerializeAsString(),
+      recording::EncodeRecord(recording::RecordKind::kSegmentHeader,
+                              recording::NewSegmentHeader("agent-spool").SerializeAsString(),
                               recording::Compression::kNone),
       out);
 }
 
 void AppendSpoolReport(std::string_view serialized_report, recording::LogWriter* writer,
                        std::string* out) {
-  std::string body;
-  recording::AppendReportToBatch(serialized_report, &body);
-  writer->AddRecord(recording::EncodeRecord(recording::RecordKind::kReportBatch, body,
-                                            recording::Compression::kNone),
-                    out);
+  std::string record = recording::UncompressedRecordPrefix(recording::RecordKind::kReportBatch);
+  recording::AppendReportToBatch(serialized_report, &record);
+  writer->AddRecord(record, out);
 }
 
 SegmentScan ScanSegment(const std::string& path,
                         const std::function<void(std::string_view payload)>& on_record,
                         std::string* error) {
   SegmentScan scan;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (error) *error = "cannot open " + path + ": " + ErrnoText();
+  std::string data;
+  if (!recording::ReadFileRange(path, 0, &data)) {
+    if (error) *error = "cannot read " + path + ": " + ErrnoText();
     return scan;
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  const std::string data = std::move(buf).str();
-
-  recording::LogReader reader(data, recording::ReadMode::kPointInTime);
-  std::string_view record;
-  std::string scratch;
-  std::string storage;
-  uint64_t valid_end = 0;
-  while (reader.ReadRecord(&record, &scratch)) {
-    recording::DecodedRecord decoded;
-    std::string why;
-    if (!recording::DecodeRecord(record, &storage, &decoded, &why)) {
-      scan.damage = fmt::format("{} in the record at offset {}", why, reader.record_offset());
-      break;
-    }
-    if (decoded.kind == recording::RecordKind::kReportBatch) {
-      uint64_t reports = 0;
-      if (!SplitReportBatch(decoded.body, [&](std::string_view) { ++reports; })) {
-        scan.damage = fmt::format("malformed report batch in the record at offset {}",
-                                  reader.record_offset());
-        break;
-      }
-      SplitReportBatch(decoded.body, on_record);
-      scan.records += reports;
-    }
-    valid_end = reader.valid_end();
-  }
-  if (scan.damage.empty() && !reader.damage().empty()) {
-    const recording::Damage& damage = reader.damage().front();
-    scan.damage = fmt::format("{} at offset {}", damage.reason, damage.offset);
-  }
-  scan.valid_bytes = valid_end;
-  scan.skipped_bytes = data.size() - valid_end;
+  const BytesScan bytes = ScanBytes(data, 0, [&](std::string_view payload, uint64_t) {
+    on_record(payload);
+    return true;
+  });
+  scan.records = bytes.reports;
+  scan.valid_bytes = bytes.valid_end;
+  scan.skipped_bytes = data.size() - bytes.valid_end;
+  scan.damage = bytes.damage;
   return scan;
+}
+
+void Spool::Segment::AddMark(uint64_t sequence, uint64_t offset) {
+  if (marks.empty() || offset >= marks.back().second + recording::kBlockSize) {
+    marks.emplace_back(sequence, offset);
+  }
 }
 
 bool WriteSpoolState(const std::string& dir, const SpoolState& state, std::string* error) {
@@ -202,40 +194,44 @@ Spool::Spool(SpoolOptions options, const std::string& fresh_instance_id)
   SpoolState state = ReadSpoolState(dir, &state_error);
   const bool had_state = !state.instance_id.empty();
 
-  std::vector<std::pair<uint64_t, std::string>> found;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (auto index = SegmentIndex(name)) found.emplace_back(*index, entry.path().string());
+  std::vector<std::string> found;
+  try {
+    found = recording::ListSegments(dir);
+  } catch (const std::exception& e) {
+    ::close(lock_fd_);
+    throw std::runtime_error(std::string("cannot list spool directory ") + e.what());
   }
-  std::sort(found.begin(), found.end());
 
+  // Each segment is read once, here; later reads start at a mark near what they want.
   std::string last_instance;
-  for (const auto& [index, path] : found) {
-    Segment seg{.index = index, .path = path};
-    std::string read_error;
-    const SegmentScan scan = ScanSegment(
-        path,
-        [&](std::string_view payload) {
-          v1::NodeReport report;
-          if (!report.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return;
-          if (seg.first_sequence == 0) seg.first_sequence = report.sequence();
-          seg.last_sequence = std::max(seg.last_sequence, report.sequence());
-          last_instance = report.agent_instance_id();
-        },
-        &read_error);
-    if (!read_error.empty()) {
-      spdlog::warn("spool: {}; ignored", read_error);
+  std::string data;
+  for (const std::string& path : found) {
+    const auto index = recording::SegmentFileIndex(fs::path(path).filename().string());
+    Segment seg{.index = index.value_or(0), .path = path};
+    if (!recording::ReadFileRange(path, 0, &data)) {
+      spdlog::warn("spool: cannot read {}: {}; ignored", path, ErrnoText());
       continue;
     }
-    seg.records = scan.records;
-    seg.bytes = scan.valid_bytes + scan.skipped_bytes;
-    skipped_at_open_ += scan.skipped_bytes;
+    const BytesScan scan = ScanBytes(data, 0, [&](std::string_view payload, uint64_t offset) {
+      recording::ReportKey key;
+      if (!recording::ParseReportKey(payload, &key)) return true;
+      if (seg.first_sequence == 0) seg.first_sequence = key.sequence;
+      seg.last_sequence = std::max(seg.last_sequence, key.sequence);
+      seg.AddMark(key.sequence, offset);
+      last_instance = std::move(key.agent_instance_id);
+      return true;
+    });
+    const uint64_t skipped = data.size() - scan.valid_end;
+    seg.records = scan.reports;
+    seg.bytes = data.size();
+    seg.readable_end = scan.valid_end;
+    skipped_at_open_ += skipped;
     if (!scan.damage.empty()) {
       spdlog::warn("spool: {}: {}; skipped the remaining {} bytes of this segment", path,
-                   scan.damage, scan.skipped_bytes);
-    } else if (scan.skipped_bytes > 0) {
+                   scan.damage, skipped);
+    } else if (skipped > 0) {
       spdlog::info("spool: {} ends in a torn record ({} bytes, an interrupted write); ignored",
-                   path, scan.skipped_bytes);
+                   path, skipped);
     }
     last_sequence_ = std::max(last_sequence_.load(), seg.last_sequence);
     total_bytes_ += seg.bytes;
@@ -304,7 +300,7 @@ size_t Spool::segments() const {
 
 void Spool::OpenNewSegmentLocked() {
   const uint64_t index = segments_.empty() ? 1 : segments_.back().index + 1;
-  Segment seg{.index = index, .path = SegmentPath(options_.dir, index)};
+  Segment seg{.index = index, .path = recording::SegmentFilePath(options_.dir, index)};
   // O_TRUNC: a file of this name can only be one that held no readable record.
   fd_ = ::open(seg.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) return;
@@ -320,11 +316,14 @@ void Spool::SyncLocked() {
 }
 
 bool Spool::Append(const v1::NodeReport& report) {
-  const std::string serialized = report.SerializeAsString();
-  // The framed size is at most the record plus a header per block touched and a block's padding.
+  // Serialised once, straight into its record: a ReportBatch holding just this report.
+  std::string record = recording::UncompressedRecordPrefix(recording::RecordKind::kReportBatch);
+  recording::AppendReportToBatch(report, &record);
+  // The framed size is at most the record plus a header per block touched and a block's padding
+  // (AppendReportToBatch left the report's size cached).
+  const auto serialized_size = static_cast<uint64_t>(report.GetCachedSize());
   const uint64_t framed_bound =
-      serialized.size() + 16 +
-      recording::kHeaderSize * (serialized.size() / recording::kBlockSize + 3);
+      serialized_size + 16 + recording::kHeaderSize * (serialized_size / recording::kBlockSize + 3);
   std::lock_guard lock(mu_);
   if (fd_ >= 0 && segments_.back().records > 0 &&
       segments_.back().bytes + framed_bound > segment_bytes_) {
@@ -337,10 +336,11 @@ bool Spool::Append(const v1::NodeReport& report) {
   if (ok) {
     Segment& seg = segments_.back();
     // The segment's header and the report in one write(2).
-    std::string bytes;
-    if (header_pending_) AppendSpoolSegmentHeader(&writer_, &bytes);
-    AppendSpoolReport(serialized, &writer_, &bytes);
-    ok = WriteAll(fd_, bytes);
+    framed_.clear();
+    if (header_pending_) AppendSpoolSegmentHeader(&writer_, &framed_);
+    const uint64_t record_offset = writer_.next_record_offset();
+    writer_.AddRecord(record, &framed_);
+    ok = WriteAll(fd_, framed_);
     if (!ok) {
       // Cut a partial record off so that later appends stay readable.
       const std::string reason = ErrnoText();
@@ -359,9 +359,11 @@ bool Spool::Append(const v1::NodeReport& report) {
       header_pending_ = false;
       if (seg.first_sequence == 0) seg.first_sequence = report.sequence();
       seg.last_sequence = report.sequence();
+      seg.AddMark(report.sequence(), record_offset);
       ++seg.records;
-      seg.bytes += bytes.size();
-      total_bytes_ += bytes.size();
+      seg.bytes += framed_.size();
+      seg.readable_end = seg.bytes;
+      total_bytes_ += framed_.size();
       last_sequence_ = std::max(last_sequence_.load(), report.sequence());
       dirty_ = true;
     }
@@ -427,29 +429,69 @@ void Spool::Acknowledge(uint64_t sequence) {
 std::vector<std::shared_ptr<const v1::NodeReport>> Spool::Read(uint64_t after, uint64_t before,
                                                                size_t limit,
                                                                uint64_t* scanned_through) {
-  std::vector<Segment> segments;
+  // Sequences increase through the segments, so each segment that may hold some of the window is
+  // read from its last mark at or before after + 1, up to its readable end, and no further than
+  // the window or the limit needs.
+  struct Plan {
+    std::string path;
+    uint64_t from = 0;
+    uint64_t end = 0;
+    uint64_t record_bytes = 0;  // on average
+  };
+  std::vector<Plan> plans;
   uint64_t last = 0;
   {
     std::lock_guard lock(mu_);
-    segments = segments_;
+    for (const Segment& seg : segments_) {
+      if (seg.records == 0 || seg.last_sequence <= after || seg.first_sequence >= before) continue;
+      const auto mark = std::upper_bound(
+          seg.marks.begin(), seg.marks.end(), after,
+          [](uint64_t a, const std::pair<uint64_t, uint64_t>& m) { return a + 1 < m.first; });
+      plans.push_back(Plan{.path = seg.path,
+                           .from = mark == seg.marks.begin() ? 0 : std::prev(mark)->second,
+                           .end = seg.readable_end,
+                           .record_bytes = seg.bytes / seg.records + 1});
+    }
     last = last_sequence_.load();
   }
   std::vector<std::shared_ptr<const v1::NodeReport>> out;
-  for (const Segment& seg : segments) {
-    if (out.size() >= limit) break;
-    if (seg.records == 0 || seg.last_sequence <= after || seg.first_sequence >= before) continue;
-    std::string error;  // a segment deleted meanwhile holds nothing we need
-    ScanSegment(
-        seg.path,
-        [&](std::string_view payload) {
-          if (out.size() >= limit) return;
-          auto report = std::make_shared<v1::NodeReport>();
-          if (!report->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) return;
-          if (report->sequence() > after && report->sequence() < before) {
-            out.push_back(std::move(report));
-          }
-        },
-        &error);
+  std::string data;
+  bool past_window = false;
+  for (const Plan& plan : plans) {
+    if (out.size() >= limit || past_window) break;
+    // Enough bytes for what is still wanted, plus the way from the mark; doubled when a record
+    // is longer than that.
+    const uint64_t wanted = limit - out.size();
+    uint64_t chunk = wanted >= plan.end / plan.record_bytes
+                         ? plan.end
+                         : plan.record_bytes * (wanted + 1) + 2 * recording::kBlockSize;
+    uint64_t offset = plan.from;
+    while (offset < plan.end && out.size() < limit && !past_window) {
+      const uint64_t length = std::min(chunk, plan.end - offset);
+      // A segment deleted meanwhile holds nothing we need.
+      if (!recording::ReadFileRange(plan.path, offset, &data, length)) break;
+      const BytesScan scan = ScanBytes(data, offset, [&](std::string_view payload, uint64_t) {
+        auto report = std::make_shared<v1::NodeReport>();
+        if (!report->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+          return true;
+        }
+        if (report->sequence() >= before) {
+          past_window = true;
+          return false;
+        }
+        if (report->sequence() > after) out.push_back(std::move(report));
+        return out.size() < limit;
+      });
+      // Damage (the file changed since it was read at open) or a shorter file ends the segment.
+      if (scan.stopped || !scan.damage.empty() || data.size() < length) break;
+      if (scan.valid_end == offset) {
+        // Not one whole record in the chunk: a record longer than it.
+        if (length == plan.end - offset) break;
+        chunk *= 2;
+        continue;
+      }
+      offset = scan.valid_end;  // the chunk ended inside the next record, or at plan.end
+    }
   }
   if (scanned_through != nullptr) {
     *scanned_through =

@@ -11,7 +11,9 @@
 //
 // Appends are one write(2) per report, so a killed agent loses nothing the kernel has; fdatasync
 // runs at most once a second, so a power loss can cost the last second. Segments are read point
-// in time: a torn or damaged record ends its segment (later segments are still read).
+// in time: a torn or damaged record ends its segment (later segments are still read). Each is read
+// whole once, at open; Read then starts at a remembered record offset near the sequence it wants.
+// Everything is built from recording/: LogWriter, LogReader, the record codec, file_io.
 #pragma once
 
 #include <atomic>
@@ -22,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "accelmon/v1/telemetry.pb.h"
@@ -116,6 +119,14 @@ class Spool {
     uint64_t last_sequence = 0;
     uint64_t records = 0;
     uint64_t bytes = 0;
+    // Reads stop here: the end of the last good record (found at open, or written since).
+    uint64_t readable_end = 0;
+    // Where reading for a sequence may begin: {sequence, offset of its record}, increasing, the
+    // first report's and then at most one a block, so that Read starts within about a block of
+    // what it wants instead of at the top of the segment.
+    std::vector<std::pair<uint64_t, uint64_t>> marks{};
+
+    void AddMark(uint64_t sequence, uint64_t offset);
   };
 
   void OpenNewSegmentLocked();
@@ -134,6 +145,7 @@ class Spool {
   int fd_ = -1;
   recording::LogWriter writer_;  // frames the records of segments_.back()
   bool header_pending_ = false;  // its SegmentHeader goes out with the first report
+  std::string framed_;           // scratch for Append
   std::atomic<uint64_t> last_sequence_{0};
   uint64_t acknowledged_ = 0;
   uint64_t persisted_acknowledged_ = 0;

@@ -38,6 +38,7 @@ class SegmentBuilder {
   void Add(std::string record) {
     uint64_t start = writer_.offset();
     if (kBlockSize - start % kBlockSize < kHeaderSize) start += kBlockSize - start % kBlockSize;
+    EXPECT_EQ(writer_.next_record_offset(), start);
     writer_.AddRecord(record, &bytes_);
     written_.push_back(Written{std::move(record), start, writer_.offset()});
   }
@@ -209,6 +210,53 @@ TEST(LogFormatTest, IntactSegmentReadsBackInBothModes) {
     EXPECT_TRUE(empty.records.empty() && empty.damage.empty());
     EXPECT_EQ(empty.torn, 0u);
   }
+}
+
+// Reading from a record boundary (what an earlier read returned) sees the records from there, at
+// the same offsets, as reading the whole segment does; damage and the torn tail too.
+TEST(LogFormatTest, ReadingFromAnOffsetIsTheRestOfAWholeRead) {
+  const SegmentBuilder b = TortureSegment();
+  const std::string& bytes = b.bytes();
+  for (const Written& w : b.written()) {
+    const uint64_t from = w.start;
+    SCOPED_TRACE("from " + std::to_string(from));
+    for (ReadMode mode : {ReadMode::kPointInTime, ReadMode::kSalvage}) {
+      LogReader reader(std::string_view(bytes).substr(from), mode, from);
+      Records records;
+      std::string_view record;
+      std::string scratch;
+      while (reader.ReadRecord(&record, &scratch)) {
+        records.emplace_back(reader.record_offset(), std::string(record));
+      }
+      EXPECT_EQ(records, Expected(b.written(), [&](const Written& x) { return x.start >= from; }));
+      EXPECT_TRUE(reader.damage().empty());
+      EXPECT_EQ(reader.valid_end(), bytes.size());
+      EXPECT_EQ(reader.torn_tail_bytes(), 0u);
+    }
+  }
+
+  // A flipped byte and a cut: offsets in the segment, not in the bytes given.
+  const Written& damaged = b.written()[40];
+  const Written& from = b.written()[35];
+  std::string copy = bytes.substr(0, bytes.size() - 3);
+  copy[damaged.start + kHeaderSize] ^= 0x01;
+  LogReader reader(std::string_view(copy).substr(from.start), ReadMode::kPointInTime, from.start);
+  std::string_view record;
+  std::string scratch;
+  uint64_t last = 0;
+  while (reader.ReadRecord(&record, &scratch)) last = reader.record_offset();
+  EXPECT_LT(last, damaged.start);
+  ASSERT_EQ(reader.damage().size(), 1u);
+  EXPECT_EQ(reader.damage()[0].offset, damaged.start);
+  EXPECT_EQ(reader.damage()[0].bytes, copy.size() - damaged.start);
+  EXPECT_EQ(reader.valid_end(), damaged.start);
+
+  LogReader torn(std::string_view(copy).substr(b.written().back().start), ReadMode::kSalvage,
+                 b.written().back().start);
+  EXPECT_FALSE(torn.ReadRecord(&record, &scratch));
+  EXPECT_TRUE(torn.damage().empty());
+  EXPECT_EQ(torn.valid_end(), b.written().back().start);
+  EXPECT_EQ(torn.torn_tail_bytes(), copy.size() - b.written().back().start);
 }
 
 // Every byte of the last block flipped in turn: salvage loses exactly the record holding it and

@@ -40,6 +40,52 @@ TEST(RecordCodecTest, BatchFromWireBytesParsesAsReportBatch) {
   EXPECT_EQ(body, batch.SerializeAsString());
 }
 
+TEST(RecordCodecTest, ReportSerialisedIntoTheBatchIsTheSameBytes) {
+  std::string from_wire, in_place;
+  for (size_t padding : {size_t{0}, size_t{200}, size_t{20000}}) {
+    const v1::NodeReport report = Report(padding + 1, padding);
+    AppendReportToBatch(report.SerializeAsString(), &from_wire);
+    AppendReportToBatch(report, &in_place);
+  }
+  EXPECT_EQ(in_place, from_wire);
+
+  std::string record = UncompressedRecordPrefix(RecordKind::kReportBatch);
+  record += in_place;
+  EXPECT_EQ(record, EncodeRecord(RecordKind::kReportBatch, in_place, Compression::kNone));
+}
+
+TEST(RecordCodecTest, SplitReportBatchGivesEachReportsWireBytes) {
+  std::string body;
+  std::vector<std::string> wire;
+  for (size_t padding : {size_t{0}, size_t{200}, size_t{20000}}) {
+    wire.push_back(Report(wire.size() + 1, padding).SerializeAsString());
+    AppendReportToBatch(wire.back(), &body);
+  }
+  std::vector<std::string_view> reports;
+  uint64_t other = 7;
+  ASSERT_TRUE(SplitReportBatch(body, &reports, &other));
+  EXPECT_EQ(std::vector<std::string>(reports.begin(), reports.end()), wire);
+  EXPECT_EQ(other, 0u);
+  ASSERT_TRUE(SplitReportBatch("", &reports, &other));
+  EXPECT_TRUE(reports.empty());
+
+  // A newer writer's field is skipped and counted; a cut or bad body is refused.
+  ASSERT_TRUE(SplitReportBatch(body + std::string("\x12\x02zz\x18\x05", 6), &reports, &other));
+  EXPECT_EQ(reports.size(), 3u);
+  EXPECT_EQ(other, 2u);
+  EXPECT_FALSE(SplitReportBatch(body.substr(0, body.size() - 1), &reports));
+  EXPECT_FALSE(SplitReportBatch(std::string("\x0a\x80", 2), &reports));
+  EXPECT_FALSE(SplitReportBatch(std::string("\x0b", 1), &reports));  // a group
+}
+
+TEST(RecordCodecTest, NewSegmentHeader) {
+  const v1::SegmentHeader header = NewSegmentHeader("agent-spool");
+  EXPECT_EQ(header.format_version(), kFormatVersion);
+  EXPECT_EQ(header.writer(), "agent-spool");
+  EXPECT_GT(header.created().seconds(), 1'700'000'000);
+  EXPECT_EQ(header.watermarks_size(), 0);
+}
+
 TEST(RecordCodecTest, UncompressedRecordIsPrefixAndBody) {
   const std::string record = EncodeRecord(RecordKind::kSegmentHeader, "body", Compression::kNone);
   EXPECT_EQ(record, std::string("\x02\x00", 2) + "body");
