@@ -591,6 +591,12 @@ void EmitDiagnostics(const DiagnosticsMetrics& d, MetricSink& s) {
                "Reports not newer than their node's previous one, skipped by diagnostics.",
                kCounter),
       {}, static_cast<double>(d.out_of_order));
+  Add(s,
+      s.Family("accelmon_exporter_diagnosis_dropped_reports_total",
+               "Applied reports neither diagnosed nor sent to Watch clients because the "
+               "diagnostics queue was full.",
+               kCounter),
+      {}, static_cast<double>(d.dropped));
 }
 
 std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now) {
@@ -616,7 +622,7 @@ void StateRenderer::RenderText(std::string& out) const {
   sink.Clear();
   EmitNodes(nodes, now, sink);
   EmitExporterStats(stats_, nodes.size(), sink);
-  if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(now), sink);
+  if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(), sink);
   sink.AppendTo(out);
   stats_.last_scrape_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
