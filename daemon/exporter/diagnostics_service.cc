@@ -95,7 +95,6 @@ void DiagnosticsService::Run() {
   std::vector<Change> changes;
   std::vector<std::shared_ptr<Watcher>> flush;
   for (;;) {
-    batch.clear();
     bool stop = false;
     {
       std::unique_lock lock(queue_mu_);
@@ -108,14 +107,16 @@ void DiagnosticsService::Run() {
       }
       stop = stopping_ && queue_.empty();
     }
-    changes.clear();
-    flush.clear();
     {
       std::lock_guard lock(mu_);
       ProcessLocked(batch, changes, flush);
     }
     Publish(changes, flush);
     processed_ += batch.size();
+    // Let the reports and watchers go now, not after the next wait.
+    batch.clear();
+    changes.clear();
+    flush.clear();
     if (stop) return;
   }
 }
