@@ -32,8 +32,9 @@ const std::string& NodeName(const std::string& node) { return node; }
 }  // namespace
 
 // A batch of queued reports processed under one hold of mu_: fewer snapshots and flushes when
-// the worker is behind, and short enough that Subscribe and Findings hardly wait.
-constexpr size_t kMaxBatch = 64;
+// the worker is behind, short enough that Subscribe and Findings hardly wait, and small beside a
+// Watch client's queue (a burst of a batch's events must not overflow a client that keeps up).
+constexpr size_t kMaxBatch = 16;
 
 DiagnosticsService::DiagnosticsService(DiagnosticsOptions options, NodeStore& store)
     : options_(std::move(options)), store_(store) {
