@@ -26,22 +26,49 @@ bool Wanted(const std::set<std::string, std::less<>>& nodes, const std::string& 
   return nodes.empty() || nodes.count(node) != 0;
 }
 
+const std::string& NodeName(const NodeEntry& e) { return e.report->node(); }
+const std::string& NodeName(const std::string& node) { return node; }
+
 }  // namespace
 
-DiagnosticsService::DiagnosticsService(DiagnosticsOptions options) : options_(std::move(options)) {
-  if (!options_.config) return;
-  engine_ = std::make_unique<diagnostics::Engine>(*options_.config);
-  // The listener runs inside Process/ForgetNode, with mu_ held.
-  engine_->set_listener(
-      [this](diagnostics::Change change, const v1::Finding& f) { OnChangeLocked(change, f); });
-  // Present at 0 from the start, so rate() and alerts work before the first finding.
-  for (const std::string& rule : engine_->rule_ids()) {
-    opened_[{rule, std::string(diagnostics::kWarning)}] = 0;
-    opened_[{rule, std::string(diagnostics::kCritical)}] = 0;
+// A batch of queued reports processed under one hold of mu_: fewer snapshots and flushes when
+// the worker is behind, short enough that Subscribe and Findings hardly wait, and small beside a
+// Watch client's queue (a burst of a batch's events must not overflow a client that keeps up).
+constexpr size_t kMaxBatch = 16;
+
+DiagnosticsService::DiagnosticsService(DiagnosticsOptions options, NodeStore& store)
+    : options_(std::move(options)), store_(store) {
+  if (options_.config) {
+    engine_ = std::make_unique<diagnostics::Engine>(*options_.config);
+    // The listener runs inside Process/ForgetNode, with mu_ held.
+    engine_->set_listener(
+        [this](diagnostics::Change change, const v1::Finding& f) { OnChangeLocked(change, f); });
+    // Present at 0 from the start, so rate() and alerts work before the first finding.
+    for (const std::string& rule : engine_->rule_ids()) {
+      opened_[{rule, std::string(diagnostics::kWarning)}] = 0;
+      opened_[{rule, std::string(diagnostics::kCritical)}] = 0;
+    }
   }
+  std::lock_guard lock(mu_);
+  if (engine_) SwapSnapshotLocked(/*findings_changed=*/true);
 }
 
-DiagnosticsService::~DiagnosticsService() = default;
+DiagnosticsService::~DiagnosticsService() { Stop(); }
+
+void DiagnosticsService::Start() {
+  std::lock_guard lock(queue_mu_);
+  if (worker_.joinable() || stopping_) return;
+  worker_ = std::thread([this] { Run(); });
+}
+
+void DiagnosticsService::Stop() {
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_one();
+  if (worker_.joinable()) worker_.join();
+}
 
 std::string DiagnosticsService::Describe() const {
   if (!engine_) return "off (--no-diagnostics)";
@@ -49,6 +76,68 @@ std::string DiagnosticsService::Describe() const {
   return fmt::format(
       "{} rules ({}) with config {}", ids.size(), fmt::join(ids, ", "),
       options_.config_file.empty() ? std::string("built-in defaults") : options_.config_file);
+}
+
+bool DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index) {
+  {
+    std::lock_guard lock(queue_mu_);
+    if (stopping_ || queue_.size() >= options_.queue_capacity) {
+      ++dropped_;
+      return false;
+    }
+    queue_.push_back({std::move(report), index});
+  }
+  queue_cv_.notify_one();
+  return true;
+}
+
+void DiagnosticsService::Run() {
+  std::vector<Queued> batch;
+  std::vector<Change> changes;
+  std::vector<std::shared_ptr<Watcher>> flush;
+  for (;;) {
+    bool stop = false;
+    {
+      std::unique_lock lock(queue_mu_);
+      // Without reports, silent nodes must still close their findings: wake once a second.
+      queue_cv_.wait_for(lock, std::chrono::seconds(1),
+                         [&] { return stopping_ || !queue_.empty(); });
+      while (!queue_.empty() && batch.size() < kMaxBatch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      stop = stopping_ && queue_.empty();
+    }
+    {
+      std::lock_guard lock(mu_);
+      ProcessLocked(batch, changes, flush);
+    }
+    Publish(changes, flush);
+    processed_ += batch.size();
+    // Let the reports and watchers go now, not after the next wait.
+    batch.clear();
+    changes.clear();
+    flush.clear();
+    if (stop) return;
+  }
+}
+
+void DiagnosticsService::ProcessLocked(const std::vector<Queued>& batch,
+                                       std::vector<Change>& changes,
+                                       std::vector<std::shared_ptr<Watcher>>& flush) {
+  for (const Queued& q : batch) {
+    if (engine_) {
+      engine_->Process(*q.report);
+      engine_nodes_.insert(q.report->node());
+    }
+    DispatchLocked(&q, changes, flush);
+  }
+  const Clock::time_point now = Clock::now();
+  if (engine_ && now - last_expiry_ >= std::chrono::seconds(1)) {
+    ExpireNodesLocked(now);
+    DispatchLocked(nullptr, changes, flush);
+  }
+  if (engine_) SwapSnapshotLocked(/*findings_changed=*/!changes.empty());
 }
 
 void DiagnosticsService::OnChangeLocked(diagnostics::Change change, const v1::Finding& finding) {
@@ -62,57 +151,36 @@ void DiagnosticsService::OnChangeLocked(diagnostics::Change change, const v1::Fi
   pending_.push_back({change, std::move(shared)});
 }
 
-void DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report,
-                                  Clock::time_point now) {
-  std::vector<Change> changes;
-  std::vector<std::shared_ptr<Watcher>> flush;
-  {
-    std::lock_guard lock(mu_);
-    if (engine_) engine_->Process(*report);
-    nodes_[report->node()] = NodeInfo{report, now};
-    DispatchLocked(report, changes, flush);
-    // Without scrapes, silent nodes must still close their findings: at most once a second.
-    if (now - last_expiry_ >= std::chrono::seconds(1)) {
-      ExpireNodesLocked(now);
-      DispatchLocked(nullptr, changes, flush);
-    }
-  }
-  Publish(changes, flush);
-}
-
-void DiagnosticsService::ExpireNodes(Clock::time_point now) {
-  std::vector<Change> changes;
-  std::vector<std::shared_ptr<Watcher>> flush;
-  {
-    std::lock_guard lock(mu_);
-    ExpireNodesLocked(now);
-    DispatchLocked(nullptr, changes, flush);
-  }
-  Publish(changes, flush);
-}
-
 void DiagnosticsService::ExpireNodesLocked(Clock::time_point now) {
   last_expiry_ = now;
-  // The same test as NodeStore::Snapshot, on the same receive times: a node leaves both together.
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    if (now - it->second.received_at <= options_.node_expire_after) {
+  // The store decides: a node leaves the diagnostics when it leaves the store (and /metrics).
+  const std::vector<NodeEntry> live = store_.Snapshot(now);  // sorted by node
+  for (auto it = engine_nodes_.begin(); it != engine_nodes_.end();) {
+    const bool alive =
+        std::binary_search(live.begin(), live.end(), *it,
+                           [](const auto& a, const auto& b) { return NodeName(a) < NodeName(b); });
+    if (alive) {
       ++it;
       continue;
     }
-    if (engine_) engine_->ForgetNode(it->first, Nanos(now));
-    it = nodes_.erase(it);
+    engine_->ForgetNode(*it, Nanos(now));
+    it = engine_nodes_.erase(it);
   }
 }
 
-void DiagnosticsService::DispatchLocked(const std::shared_ptr<const v1::NodeReport>& report,
-                                        std::vector<Change>& changes,
+void DiagnosticsService::DispatchLocked(const Queued* queued, std::vector<Change>& changes,
                                         std::vector<std::shared_ptr<Watcher>>& flush) {
-  if (!report && pending_.empty()) return;
+  if (!queued && pending_.empty()) return;
   for (const std::shared_ptr<Watcher>& w : watchers_) {
     bool pushed = false;
-    if (report && w->reports() && w->Wants(report->node())) {
-      w->Push({.report = report, .finding = nullptr}, false);
-      pushed = true;
+    if (queued && w->reports() && w->Wants(queued->report->node())) {
+      const auto initial = w->initial_index_.find(queued->report->node());
+      // Sent in the initial state already (it was in the store before the worker got to it).
+      const bool sent = initial != w->initial_index_.end() && queued->index <= initial->second;
+      if (!sent) {
+        w->Push({.report = queued->report, .finding = nullptr}, false);
+        pushed = true;
+      }
     }
     for (const Change& c : pending_) {
       if (!w->Wants(c.finding->node())) continue;
@@ -123,6 +191,24 @@ void DiagnosticsService::DispatchLocked(const std::shared_ptr<const v1::NodeRepo
   }
   changes.insert(changes.end(), pending_.begin(), pending_.end());
   pending_.clear();
+}
+
+void DiagnosticsService::SwapSnapshotLocked(bool findings_changed) {
+  std::shared_ptr<const FindingsSnapshot> previous;  // freed outside the lock
+  std::shared_ptr<FindingsSnapshot> fresh;
+  if (findings_changed) {
+    // Built before taking the snapshot lock: scrapes wait for a pointer swap at most.
+    fresh = std::make_shared<FindingsSnapshot>();
+    for (const v1::Finding& f : engine_->OpenFindings()) {
+      fresh->active.push_back({f.rule(), f.node(), f.device(), f.link(), f.severity()});
+    }
+    fresh->opened = opened_;
+  }
+  std::lock_guard lock(snapshot_mu_);
+  if (fresh) previous = std::exchange(snapshot_, std::move(fresh));
+  // Under the same lock: a scrape's counters and findings are of the same batch.
+  reports_ = engine_->stats().reports;
+  out_of_order_ = engine_->stats().out_of_order;
 }
 
 void DiagnosticsService::Publish(const std::vector<Change>& changes,
@@ -148,24 +234,25 @@ void DiagnosticsService::Publish(const std::vector<Change>& changes,
   for (const std::shared_ptr<Watcher>& w : flush) w->Flush();
 }
 
-DiagnosticsMetrics DiagnosticsService::Metrics(Clock::time_point now) {
-  ExpireNodes(now);
+DiagnosticsMetrics DiagnosticsService::Metrics() const {
   DiagnosticsMetrics m;
-  std::lock_guard lock(mu_);
   if (!engine_) return m;
-  m.enabled = true;
-  for (const v1::Finding& f : engine_->OpenFindings()) {
-    m.active.push_back({f.rule(), f.node(), f.device(), f.link(), f.severity()});
+  std::shared_ptr<const FindingsSnapshot> snapshot;
+  {
+    std::lock_guard lock(snapshot_mu_);
+    snapshot = snapshot_;
+    m.reports = reports_;
+    m.out_of_order = out_of_order_;
   }
-  m.opened = opened_;
-  m.reports = engine_->stats().reports;
-  m.out_of_order = engine_->stats().out_of_order;
+  m.enabled = true;
+  m.active = snapshot->active;  // copied without the lock: the snapshot never changes
+  m.opened = snapshot->opened;
+  m.dropped = dropped_.load();
   return m;
 }
 
 std::vector<v1::Finding> DiagnosticsService::Findings(const std::vector<std::string>& nodes,
                                                       bool include_closed) {
-  ExpireNodes(Clock::now());
   const std::set<std::string, std::less<>> wanted(nodes.begin(), nodes.end());
   std::vector<v1::Finding> out;
   std::lock_guard lock(mu_);
@@ -186,14 +273,16 @@ std::vector<v1::Finding> DiagnosticsService::Findings(const std::vector<std::str
 
 void DiagnosticsService::Subscribe(std::shared_ptr<Watcher> watcher, bool initial_state) {
   {
-    // Under the same lock as dispatching: the state and the events after it neither overlap
-    // nor leave a gap.
+    // Under the same lock as dispatching: the findings and the events after them neither overlap
+    // nor leave a gap. The store's reports may be ahead of the worker; those still queued are
+    // not sent again (initial_index_).
     std::lock_guard lock(mu_);
     if (initial_state) {
       if (watcher->reports()) {
-        for (const auto& [node, info] : nodes_) {
-          if (watcher->Wants(node))
-            watcher->Push({.report = info.report, .finding = nullptr}, true);
+        for (const NodeEntry& e : store_.Snapshot(Clock::now())) {
+          if (!watcher->Wants(e.report->node())) continue;
+          watcher->Push({.report = e.report, .finding = nullptr}, true);
+          watcher->initial_index_[e.report->node()] = e.index;
         }
       }
       if (engine_) {

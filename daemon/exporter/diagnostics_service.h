@@ -2,11 +2,17 @@
 // finds is served on /metrics (accelmon_diagnosis_*), logged, queried (GetFindings) and streamed
 // to Watch clients (query_service.h).
 //
-// One mutex serialises the engine (Process is microseconds a report). Log lines are written and
-// Watch streams are written to after it is released: a slow disk or client never holds ingest.
+// Ingest only hands the applied report (the pointer the node store keeps, no copy) to a bounded
+// queue and returns. One worker thread runs the rules and fans reports and findings out to the
+// Watch clients, whose own bounded queues never block it. A full queue drops the report for
+// diagnostics and Watch (counted), never slowing ingest. Scrapes read a snapshot the worker swaps
+// in under a short lock, never waiting on the rules. The latest report of each node is the node
+// store's: there is no second copy here.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -16,11 +22,13 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "accelmon/v1/diagnostics.pb.h"
 #include "accelmon/v1/telemetry.pb.h"
+#include "daemon/exporter/node_store.h"
 #include "daemon/exporter/report_validator.h"
 #include "diagnostics/engine.h"
 
@@ -31,10 +39,11 @@ struct DiagnosticsOptions {
   std::optional<diagnostics::Config> config = diagnostics::Config{};
   // Where `config` came from, for the start-up log; empty: the built-in defaults.
   std::string config_file;
-  // As --node.expire-after: a node silent this long is forgotten and its findings close.
-  std::chrono::milliseconds node_expire_after = std::chrono::minutes(10);
   // Closed findings kept for GetFindings(include_closed).
   size_t closed_capacity = 1000;
+  // Applied reports waiting for the worker; beyond this a report is dropped for diagnostics and
+  // Watch (counted), so a stalled worker costs ingest nothing and memory at most this many.
+  size_t queue_capacity = 1024;
 };
 
 // One event for Watch clients: a report or a finding (opened, escalated or closed).
@@ -53,15 +62,19 @@ class Watcher {
   bool Wants(const std::string& node) const { return nodes_.empty() || nodes_.count(node) != 0; }
   bool reports() const { return reports_; }
 
-  // Called with the service's lock held: queue `item`, never block or write. `initial` items
-  // (the state at subscription) are never dropped.
+  // Called with the service's lock held (by the diagnostics worker, or on subscribing): queue
+  // `item`, never block or write. `initial` items (the state at subscription) are never dropped.
   virtual void Push(WatchItem item, bool initial) = 0;
   // Called without the lock after Push: start writing what was queued.
   virtual void Flush() = 0;
 
  private:
+  friend class DiagnosticsService;
   const std::set<std::string, std::less<>> nodes_;
   const bool reports_;
+  // With the service's lock: for each node of the initial state, the store index of the report
+  // sent in it. Reports still queued for the worker at or below it were already sent.
+  std::map<std::string, uint64_t, std::less<>> initial_index_;
 };
 
 // What /metrics renders (metrics_renderer.h EmitDiagnostics).
@@ -76,34 +89,51 @@ struct DiagnosticsMetrics {
   std::map<std::pair<std::string, std::string>, uint64_t> opened;
   uint64_t reports = 0;
   uint64_t out_of_order = 0;
+  // Applied reports the diagnostics queue had no room for (neither diagnosed nor watched).
+  uint64_t dropped = 0;
 };
 
 class DiagnosticsService {
  public:
-  explicit DiagnosticsService(DiagnosticsOptions options);
+  // `store` holds the latest report of each node (for Watch's initial state) and decides when a
+  // node expired; it must outlive the service.
+  DiagnosticsService(DiagnosticsOptions options, NodeStore& store);
+  // Stops the worker.
   ~DiagnosticsService();
   DiagnosticsService(const DiagnosticsService&) = delete;
   DiagnosticsService& operator=(const DiagnosticsService&) = delete;
 
-  // For every applied report (not duplicates or rejects), received at `now`. The report must not
-  // change afterwards (it is shared with the store and Watch queues).
-  void OnReport(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now);
+  // Starts the worker thread. Until then reports wait in the queue (and overflow it).
+  void Start();
+  // Processes what is queued, then ends the worker. Reports handed over later are dropped.
+  void Stop();
 
-  // Forgets nodes silent for longer than --node.expire-after: their findings close. Cheap;
-  // called on scrapes, queries and (at most once a second) on ingest.
-  void ExpireNodes(Clock::time_point now);
+  // For every applied report (not duplicates or rejects), with the index the store gave it
+  // (ApplyResult::index). Never blocks: queues the report for the worker, or drops and counts it
+  // when the queue is full or the worker stopped (returns false). The report must not change
+  // afterwards (it is shared with the store and Watch queues).
+  bool OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index);
 
-  // For /metrics, after expiring silent nodes.
-  DiagnosticsMetrics Metrics(Clock::time_point now);
+  // For /metrics: the worker's latest snapshot, taken under a short lock (never waits on the
+  // rules). Nodes silent for longer than --node.expire-after are forgotten by the worker, at
+  // least once a second: their findings close.
+  DiagnosticsMetrics Metrics() const;
 
   // Open findings of `nodes` (every node when empty), oldest first; then, with
-  // `include_closed`, the recently closed ones in the order they closed.
+  // `include_closed`, the recently closed ones in the order they closed. Waits for the worker's
+  // current batch of reports (microseconds a report).
   std::vector<v1::Finding> Findings(const std::vector<std::string>& nodes, bool include_closed);
 
   // Streams events to `watcher` until Unsubscribe. With `initial_state` it first gets each
-  // node's latest report (when it wants reports), then the open findings.
+  // node's latest report (when it wants reports), then the open findings; reports still queued
+  // that it got in that state are not sent again.
   void Subscribe(std::shared_ptr<Watcher> watcher, bool initial_state);
   void Unsubscribe(const Watcher* watcher);
+
+  // Reports the worker processed and fanned out, and reports dropped at a full queue: once
+  // ingest is idle and the worker caught up, their sum is the reports handed over.
+  uint64_t processed() const { return processed_.load(); }
+  uint64_t dropped() const { return dropped_.load(); }
 
   bool enabled() const { return engine_ != nullptr; }
   // "N rules (a, b, ...) with config FILE" for the start-up log.
@@ -114,31 +144,64 @@ class DiagnosticsService {
     diagnostics::Change change;
     std::shared_ptr<const v1::Finding> finding;
   };
-  struct NodeInfo {
+  // One applied report waiting for the worker.
+  struct Queued {
     std::shared_ptr<const v1::NodeReport> report;
-    Clock::time_point received_at;
+    uint64_t index = 0;
+  };
+  // What Metrics() serves besides the counters: rebuilt by the worker when findings change.
+  struct FindingsSnapshot {
+    std::vector<DiagnosticsMetrics::Active> active;
+    std::map<std::pair<std::string, std::string>, uint64_t> opened;
   };
 
+  void Run();
+  // With mu_ held: the rules and the fan-out of one batch; changes and watchers to flush go
+  // to Publish.
+  void ProcessLocked(const std::vector<Queued>& batch, std::vector<Change>& changes,
+                     std::vector<std::shared_ptr<Watcher>>& flush);
   // The engine's listener, with mu_ held.
   void OnChangeLocked(diagnostics::Change change, const v1::Finding& finding);
+  // Forgets the nodes the store no longer has (expired at `now`).
   void ExpireNodesLocked(Clock::time_point now);
   // Queues `report` (if any) and the pending changes to the watchers that want them; takes
   // the pending changes into `changes` and the watchers to flush into `flush`.
-  void DispatchLocked(const std::shared_ptr<const v1::NodeReport>& report,
-                      std::vector<Change>& changes, std::vector<std::shared_ptr<Watcher>>& flush);
+  void DispatchLocked(const Queued* report, std::vector<Change>& changes,
+                      std::vector<std::shared_ptr<Watcher>>& flush);
+  // With mu_ held, after a batch: the counters for Metrics() and, when findings changed, a fresh
+  // snapshot of them.
+  void SwapSnapshotLocked(bool findings_changed);
   // Without mu_: logs the changes and starts the watchers' writes.
   static void Publish(const std::vector<Change>& changes,
                       const std::vector<std::shared_ptr<Watcher>>& flush);
 
   const DiagnosticsOptions options_;
+  NodeStore& store_;
+
+  // The hand-off from ingest to the worker.
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<Queued> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+
+  // The engine and the watchers: held by the worker while it processes a batch.
   mutable std::mutex mu_;
-  std::unique_ptr<diagnostics::Engine> engine_;  // null when off
-  std::map<std::string, NodeInfo, std::less<>> nodes_;
-  std::vector<Change> pending_;  // from the engine's listener, until dispatched
+  std::unique_ptr<diagnostics::Engine> engine_;      // null when off
+  std::set<std::string, std::less<>> engine_nodes_;  // nodes the engine has seen, to expire
+  std::vector<Change> pending_;                      // from the engine's listener, until dispatched
   std::deque<std::shared_ptr<const v1::Finding>> closed_;
   std::map<std::pair<std::string, std::string>, uint64_t> opened_;
   std::vector<std::shared_ptr<Watcher>> watchers_;
   Clock::time_point last_expiry_{};
+
+  // For scrapes: swapped under its own short lock.
+  mutable std::mutex snapshot_mu_;
+  std::shared_ptr<const FindingsSnapshot> snapshot_;
+  uint64_t reports_ = 0;
+  uint64_t out_of_order_ = 0;
+  std::atomic<uint64_t> processed_{0};
+  std::atomic<uint64_t> dropped_{0};
 };
 
 }  // namespace accelmon

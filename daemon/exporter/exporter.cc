@@ -47,8 +47,9 @@ void Exporter::Start() {
   service_ = std::make_unique<IngestService>(store_, stats_);
   diagnostics_ = std::make_unique<DiagnosticsService>(
       DiagnosticsOptions{.config = options_.diagnostics,
-                         .config_file = options_.diagnostics_config_file,
-                         .node_expire_after = options_.node_expire_after});
+                         .config_file = options_.diagnostics_config_file},
+      store_);
+  diagnostics_->Start();
   service_->set_diagnostics(diagnostics_.get());
   query_ = std::make_unique<QueryService>(store_, *diagnostics_);
   if (options_.recording) StartRecording();
@@ -136,6 +137,8 @@ void Exporter::Stop() {
     server_->Wait();
     server_.reset();
   }
+  // After the streams: what they queued for diagnostics is processed, then its thread ends.
+  if (diagnostics_) diagnostics_->Stop();
   // After the streams: what they queued is written, synced and its callbacks run.
   if (recorder_) {
     service_->set_recorder(nullptr);

@@ -373,8 +373,9 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared,
     case ApplyOutcome::kApplied:
       ++stats_.reports_applied;
       ack.set_status(v1::Ack::STATUS_APPLIED);
-      // Only applied reports: a duplicate re-sent after a reconnect must not count twice.
-      if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), now);
+      // Only applied reports: a duplicate re-sent after a reconnect must not count twice. Queued
+      // for the diagnostics worker (or dropped and counted when it is behind): never waits.
+      if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), result.index);
       // One line per report for exactly-once checks; spdlog formats nothing unless debug is on.
       spdlog::debug("applied node={} instance={} seq={}", report.node(), report.agent_instance_id(),
                     report.sequence());

@@ -38,7 +38,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   void set_recorder(recording::Recorder* recorder) { recorder_ = recorder; }
   recording::Recorder* recorder() const { return recorder_; }
 
-  // Every applied report also goes through diagnostics (null: none). Set before serving.
+  // Every applied report is also handed to diagnostics (null: none), which queues it for its own
+  // thread. Set before serving.
   void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
 
   // Applies one report and says how (shared by every stream).

@@ -197,6 +197,346 @@ const HostMemoryField kHostMemory[] = {
 };
 #undef ACCELMON_HOST_MEMORY
 
+// The node's own series: liveness, its agent's collectors and its agent's health.
+class NodeFamilies {
+ public:
+  explicit NodeFamilies(MetricSink& s)
+      : sink_(s),
+        up_(s.Family("accelmon_node_up",
+                     "1 while the node's agent reports, 0 after three missed intervals.", kGauge)),
+        last_(s.Family("accelmon_node_last_report_timestamp_seconds",
+                       "Node clock time of the node's latest report.", kGauge)),
+        collector_success_(s.Family("accelmon_agent_collector_success",
+                                    "1 when the collector read its source in the latest report.",
+                                    kGauge)),
+        collector_duration_(s.Family("accelmon_agent_collector_duration_seconds",
+                                     "Time the collector took in the latest report.", kGauge)),
+        agent_dropped_(s.Family(
+            "accelmon_agent_dropped_reports_total",
+            "Reports the agent dropped: its spool was full, or the exporter can never accept them.",
+            kCounter)),
+        agent_spool_(s.Family("accelmon_agent_spool_reports",
+                              "Reports waiting in the agent's spool for acknowledgement.", kGauge)),
+        push_rejected_(s.Family("accelmon_agent_push_rejected_total",
+                                "Allocator statistics pushes the agent refused, by reason.",
+                                kCounter)) {}
+
+  void Add(const NodeEntry& entry, const LabelList& node, Clock::time_point now) {
+    const v1::NodeReport& r = *entry.report;
+    MetricSink& s = sink_;
+    // Three missed intervals mark a node down; an agent that sent no interval is assumed at 1s.
+    const auto interval = r.has_interval() ? std::chrono::seconds(r.interval().seconds()) +
+                                                 std::chrono::nanoseconds(r.interval().nanos())
+                                           : std::chrono::nanoseconds(std::chrono::seconds(1));
+    accelmon::Add(s, up_, node, now - entry.received_at <= 3 * interval ? 1 : 0);
+    accelmon::Add(s, last_, node, Seconds(r.timestamp()));
+
+    for (const auto& c : r.collectors()) {
+      accelmon::Add(s, collector_success_, node, "collector", c.name(), c.success() ? 1 : 0);
+      accelmon::Add(s, collector_duration_, node, "collector", c.name(), c.duration_seconds());
+    }
+    if (!r.has_agent()) return;
+    const v1::AgentStats& agent = r.agent();
+    if (agent.has_dropped_reports_total()) {
+      accelmon::Add(s, agent_dropped_, node, static_cast<double>(agent.dropped_reports_total()));
+    }
+    if (agent.has_spool_reports()) {
+      accelmon::Add(s, agent_spool_, node, static_cast<double>(agent.spool_reports()));
+    }
+    for (const auto* rejected : SortedByKey(agent.push_rejected_total())) {
+      accelmon::Add(s, push_rejected_, node, "reason", rejected->first,
+                    static_cast<double>(rejected->second));
+    }
+  }
+
+ private:
+  MetricSink& sink_;
+  const size_t up_, last_, collector_success_, collector_duration_, agent_dropped_, agent_spool_,
+      push_rejected_;
+};
+
+// The host's series: memory, the kernel's memory health, links and sensors.
+class HostFamilies {
+ public:
+  explicit HostFamilies(MetricSink& s)
+      : sink_(s),
+        memory_(MemoryFamilies(s)),
+        oom_kills_(s.Family("accelmon_host_oom_kills_total",
+                            "Processes killed by the kernel's OOM killer since boot.", kCounter)),
+        pressure_(s.Family("accelmon_host_memory_pressure_seconds_total",
+                           "Time tasks stalled on memory (PSI): some = at least one task, "
+                           "full = all non-idle tasks.",
+                           kCounter)),
+        free_blocks_(s.Family("accelmon_host_memory_free_blocks",
+                              "Free blocks of 2^order pages (buddyinfo).", kGauge)),
+        unusable_(s.Family("accelmon_host_memory_unusable_free_ratio",
+                           "Share of free memory that cannot serve an allocation of "
+                           "2^order pages (unusable free space index).",
+                           kGauge)),
+        links_(s, LinkFamilies::Scope::kHost),
+        temperature_(s.Family("accelmon_host_temperature_celsius",
+                              "Host temperature sensors (thermal zones, hwmon).", kGauge)),
+        power_(s.Family("accelmon_host_power_watts", "Host power sensors (hwmon).", kGauge)) {}
+
+  void Add(const std::string& node_name, const LabelList& node, const v1::HostTelemetry& host) {
+    AddMemory(node, host);
+    AddBuddyinfo(node_name, host);
+    for (const v1::Link& l : host.links()) links_.Add(node, l, /*with_peer=*/false);
+    AddSensors(node_name, host);
+  }
+
+ private:
+  static std::array<size_t, std::size(kHostMemory)> MemoryFamilies(MetricSink& s) {
+    std::array<size_t, std::size(kHostMemory)> out;
+    for (size_t i = 0; i < std::size(kHostMemory); ++i) {
+      out[i] = s.Family(kHostMemory[i].name, kHostMemory[i].help, kGauge);
+    }
+    return out;
+  }
+
+  // /proc/meminfo, the OOM killer and memory pressure.
+  void AddMemory(const LabelList& node, const v1::HostTelemetry& host) {
+    MetricSink& s = sink_;
+    for (size_t i = 0; i < std::size(kHostMemory); ++i) {
+      if (const auto value = kHostMemory[i].read(host.memory())) {
+        accelmon::Add(s, memory_[i], node, static_cast<double>(*value));
+      }
+    }
+    if (host.vmstat().has_oom_kill_total()) {
+      accelmon::Add(s, oom_kills_, node, static_cast<double>(host.vmstat().oom_kill_total()));
+    }
+    if (host.memory_pressure().has_some_total_us()) {
+      accelmon::Add(s, pressure_, node, "kind", "some",
+                    static_cast<double>(host.memory_pressure().some_total_us()) / 1e6);
+    }
+    if (host.memory_pressure().has_full_total_us()) {
+      accelmon::Add(s, pressure_, node, "kind", "full",
+                    static_cast<double>(host.memory_pressure().full_total_us()) / 1e6);
+    }
+  }
+
+  // Free blocks by NUMA node, zone and order, and how unusable they are.
+  void AddBuddyinfo(const std::string& node_name, const v1::HostTelemetry& host) {
+    MetricSink& s = sink_;
+    for (const v1::BuddyZone& zone : host.buddyinfo()) {
+      const IntLabel numa_node(zone.numa_node());
+      for (int order = 0; order < zone.free_blocks_size(); ++order) {
+        const IntLabel order_text(order);
+        const LabelList zl{{"node", node_name},
+                           {"numa_node", numa_node.view()},
+                           {"zone", zone.zone()},
+                           {"order", order_text.view()}};
+        accelmon::Add(s, free_blocks_, zl, static_cast<double>(zone.free_blocks(order)));
+        if (const auto ratio = collectors::UnusableFreeIndex(zone, static_cast<unsigned>(order))) {
+          accelmon::Add(s, unusable_, zl, *ratio);
+        }
+      }
+    }
+  }
+
+  // Thermal zones and hwmon: temperatures and power.
+  void AddSensors(const std::string& node_name, const v1::HostTelemetry& host) {
+    MetricSink& s = sink_;
+    for (const v1::TemperatureSensor& t : host.temperatures()) {
+      if (!t.has_celsius()) continue;
+      accelmon::Add(s, temperature_,
+                    {{"node", node_name}, {"chip", t.chip()}, {"sensor", t.sensor()}}, t.celsius());
+    }
+    for (const v1::PowerSensor& p : host.power_sensors()) {
+      if (!p.has_watts()) continue;
+      accelmon::Add(s, power_, {{"node", node_name}, {"chip", p.chip()}, {"sensor", p.sensor()}},
+                    p.watts());
+    }
+  }
+
+  MetricSink& sink_;
+  const std::array<size_t, std::size(kHostMemory)> memory_;
+  const size_t oom_kills_, pressure_, free_blocks_, unusable_;
+  LinkFamilies links_;
+  const size_t temperature_, power_;
+};
+
+// Each device's series: identity, memory, thermal, power, utilization and clocks, errors, links,
+// and the memory of the processes on it (pushed by their allocators).
+class DeviceFamilies {
+ public:
+  explicit DeviceFamilies(MetricSink& s)
+      : sink_(s),
+        info_(s.Family("accelmon_device_info",
+                       "1 per device; firmware, driver and PCI bus id as labels.", kGauge)),
+        up_(s.Family("accelmon_device_up", "1 while the device answers, 0 once it is lost.",
+                     kGauge)),
+        mem_total_(s.Family("accelmon_device_memory_total_bytes", "Device memory.", kGauge)),
+        mem_used_(s.Family("accelmon_device_memory_used_bytes", "Device memory in use.", kGauge)),
+        mem_free_(
+            s.Family("accelmon_device_memory_free_bytes", "Device memory not in use.", kGauge)),
+        mem_reserved_(s.Family("accelmon_device_memory_reserved_bytes",
+                               "Device memory reserved by driver and firmware.", kGauge)),
+        mem_largest_(s.Family("accelmon_device_memory_largest_free_block_bytes",
+                              "The largest single allocation that could succeed now.", kGauge)),
+        mem_frag_(
+            s.Family("accelmon_device_memory_fragmentation_ratio",
+                     "1 - largest free block / free memory, counting memory free inside processes' "
+                     "allocator caches (0 = unfragmented).",
+                     kGauge)),
+        temp_(s.Family("accelmon_device_temperature_celsius", "Device temperature by sensor.",
+                       kGauge)),
+        temp_threshold_(s.Family("accelmon_device_temperature_threshold_celsius",
+                                 "Temperature at which the device slows down or shuts down.",
+                                 kGauge)),
+        throttled_(s.Family("accelmon_device_throttled",
+                            "1 while the device is throttled for that reason.", kGauge)),
+        power_(s.Family("accelmon_device_power_watts", "Board power draw.", kGauge)),
+        power_limit_(
+            s.Family("accelmon_device_power_limit_watts", "Enforced power limit.", kGauge)),
+        energy_(s.Family("accelmon_device_energy_joules_total",
+                         "Energy consumed since the driver loaded.", kCounter)),
+        util_(s.Family("accelmon_device_utilization_ratio",
+                       "Share of time the engine was busy, by kind.", kGauge)),
+        clock_(s.Family("accelmon_device_clock_hertz", "Current clock, by kind.", kGauge)),
+        ecc_(s.Family("accelmon_device_ecc_errors_total", "ECC errors since the driver loaded.",
+                      kCounter)),
+        remapped_(s.Family("accelmon_device_remapped_rows",
+                           "Memory rows remapped, by the kind of error that caused it.", kGauge)),
+        links_(s, LinkFamilies::Scope::kDevice),
+        proc_reserved_(s.Family("accelmon_process_memory_reserved_bytes",
+                                "Device memory the process's caching allocator holds (pushed).",
+                                kGauge)),
+        proc_allocated_(s.Family(
+            "accelmon_process_memory_allocated_bytes",
+            "Device memory the process's allocator has handed out to tensors (pushed).", kGauge)),
+        proc_ooms_(s.Family("accelmon_process_allocator_ooms_total",
+                            "Out-of-memory errors the process's allocator raised (pushed).",
+                            kCounter)),
+        proc_retries_(s.Family(
+            "accelmon_process_allocator_retries_total",
+            "Allocations that succeeded only after the allocator freed its cache (pushed).",
+            kCounter)) {}
+
+  void Add(const std::string& node_name, const v1::DeviceTelemetry& d) {
+    const auto& id = d.identity();
+    const IntLabel index(id.index());
+    const LabelList dl{{"node", node_name},
+                       {"device", index.view()},
+                       {"uuid", id.uuid()},
+                       {"vendor", id.vendor()},
+                       {"model", id.model()}};
+    LabelList info_labels = dl;
+    info_labels.Push("firmware", id.firmware_version());
+    info_labels.Push("driver", id.driver_version());
+    info_labels.Push("pci_bus_id", id.pci_bus_id());
+    accelmon::Add(sink_, info_, info_labels, 1);
+    if (d.has_up()) accelmon::Add(sink_, up_, dl, d.up() ? 1 : 0);
+    AddMemory(dl, d.memory());
+    AddThermal(dl, d.thermal());
+    AddPowerAndActivity(dl, d);
+    AddErrors(dl, d.errors());
+    for (const v1::Link& l : d.links()) links_.Add(dl, l, /*with_peer=*/true);
+    for (const v1::ProcessMemory& pm : d.processes()) AddProcess(dl, pm);
+  }
+
+ private:
+  void AddMemory(const LabelList& dl, const v1::DeviceMemory& m) {
+    MetricSink& s = sink_;
+    if (m.has_total_bytes()) accelmon::Add(s, mem_total_, dl, static_cast<double>(m.total_bytes()));
+    if (m.has_used_bytes()) accelmon::Add(s, mem_used_, dl, static_cast<double>(m.used_bytes()));
+    if (m.has_free_bytes()) accelmon::Add(s, mem_free_, dl, static_cast<double>(m.free_bytes()));
+    if (m.has_reserved_bytes()) {
+      accelmon::Add(s, mem_reserved_, dl, static_cast<double>(m.reserved_bytes()));
+    }
+    if (m.has_largest_free_block_bytes()) {
+      accelmon::Add(s, mem_largest_, dl, static_cast<double>(m.largest_free_block_bytes()));
+    }
+    if (m.has_fragmentation_ratio()) accelmon::Add(s, mem_frag_, dl, m.fragmentation_ratio());
+  }
+
+  void AddThermal(const LabelList& dl, const v1::DeviceThermal& t) {
+    MetricSink& s = sink_;
+    if (t.has_core_celsius()) accelmon::Add(s, temp_, dl, "sensor", "core", t.core_celsius());
+    if (t.has_memory_celsius()) {
+      accelmon::Add(s, temp_, dl, "sensor", "memory", t.memory_celsius());
+    }
+    if (t.has_slowdown_threshold_celsius()) {
+      accelmon::Add(s, temp_threshold_, dl, "threshold", "slowdown",
+                    t.slowdown_threshold_celsius());
+    }
+    if (t.has_shutdown_threshold_celsius()) {
+      accelmon::Add(s, temp_threshold_, dl, "threshold", "shutdown",
+                    t.shutdown_threshold_celsius());
+    }
+    for (const auto* reason : SortedByKey(t.throttle_reasons())) {
+      accelmon::Add(s, throttled_, dl, "reason", reason->first, reason->second ? 1 : 0);
+    }
+  }
+
+  // Power and energy, utilization and clocks.
+  void AddPowerAndActivity(const LabelList& dl, const v1::DeviceTelemetry& d) {
+    MetricSink& s = sink_;
+    const auto& p = d.power();
+    if (p.has_usage_watts()) accelmon::Add(s, power_, dl, p.usage_watts());
+    if (p.has_limit_watts()) accelmon::Add(s, power_limit_, dl, p.limit_watts());
+    if (p.has_energy_joules_total()) accelmon::Add(s, energy_, dl, p.energy_joules_total());
+
+    const auto& u = d.utilization();
+    if (u.has_compute_ratio()) accelmon::Add(s, util_, dl, "kind", "compute", u.compute_ratio());
+    if (u.has_memory_bandwidth_ratio()) {
+      accelmon::Add(s, util_, dl, "kind", "memory_bandwidth", u.memory_bandwidth_ratio());
+    }
+    if (d.clocks().has_compute_hz()) {
+      accelmon::Add(s, clock_, dl, "kind", "compute", d.clocks().compute_hz());
+    }
+    if (d.clocks().has_memory_hz()) {
+      accelmon::Add(s, clock_, dl, "kind", "memory", d.clocks().memory_hz());
+    }
+  }
+
+  // ECC counts and remapped rows.
+  void AddErrors(const LabelList& dl, const v1::DeviceErrors& e) {
+    MetricSink& s = sink_;
+    if (e.has_ecc_corrected_total()) {
+      accelmon::Add(s, ecc_, dl, "type", "corrected", static_cast<double>(e.ecc_corrected_total()));
+    }
+    if (e.has_ecc_uncorrected_total()) {
+      accelmon::Add(s, ecc_, dl, "type", "uncorrected",
+                    static_cast<double>(e.ecc_uncorrected_total()));
+    }
+    if (e.has_remapped_rows_correctable()) {
+      accelmon::Add(s, remapped_, dl, "cause", "correctable",
+                    static_cast<double>(e.remapped_rows_correctable()));
+    }
+    if (e.has_remapped_rows_uncorrectable()) {
+      accelmon::Add(s, remapped_, dl, "cause", "uncorrectable",
+                    static_cast<double>(e.remapped_rows_uncorrectable()));
+    }
+  }
+
+  void AddProcess(const LabelList& dl, const v1::ProcessMemory& pm) {
+    MetricSink& s = sink_;
+    const IntLabel pid(pm.pid());
+    LabelList pl = dl;
+    pl.Push("pid", pid.view());
+    pl.Push("job", pm.job());
+    pl.Push("rank", pm.rank());
+    if (pm.has_reserved_bytes()) {
+      accelmon::Add(s, proc_reserved_, pl, static_cast<double>(pm.reserved_bytes()));
+    }
+    if (pm.has_allocated_bytes()) {
+      accelmon::Add(s, proc_allocated_, pl, static_cast<double>(pm.allocated_bytes()));
+    }
+    if (pm.has_ooms_total()) accelmon::Add(s, proc_ooms_, pl, static_cast<double>(pm.ooms_total()));
+    if (pm.has_alloc_retries_total()) {
+      accelmon::Add(s, proc_retries_, pl, static_cast<double>(pm.alloc_retries_total()));
+    }
+  }
+
+  MetricSink& sink_;
+  const size_t info_, up_, mem_total_, mem_used_, mem_free_, mem_reserved_, mem_largest_, mem_frag_,
+      temp_, temp_threshold_, throttled_, power_, power_limit_, energy_, util_, clock_, ecc_,
+      remapped_;
+  LinkFamilies links_;
+  const size_t proc_reserved_, proc_allocated_, proc_ooms_, proc_retries_;
+};
+
 // Collects samples as prometheus-cpp metric families.
 class MetricFamilySink final : public MetricSink {
  public:
@@ -236,269 +576,16 @@ class MetricFamilySink final : public MetricSink {
 }  // namespace
 
 void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, MetricSink& s) {
-  const size_t node_up =
-      s.Family("accelmon_node_up",
-               "1 while the node's agent reports, 0 after three missed intervals.", kGauge);
-  const size_t node_last = s.Family("accelmon_node_last_report_timestamp_seconds",
-                                    "Node clock time of the node's latest report.", kGauge);
-  const size_t collector_success =
-      s.Family("accelmon_agent_collector_success",
-               "1 when the collector read its source in the latest report.", kGauge);
-  const size_t collector_duration =
-      s.Family("accelmon_agent_collector_duration_seconds",
-               "Time the collector took in the latest report.", kGauge);
-  const size_t agent_dropped = s.Family(
-      "accelmon_agent_dropped_reports_total",
-      "Reports the agent dropped: its spool was full, or the exporter can never accept them.",
-      kCounter);
-  const size_t agent_spool =
-      s.Family("accelmon_agent_spool_reports",
-               "Reports waiting in the agent's spool for acknowledgement.", kGauge);
-  const size_t push_rejected =
-      s.Family("accelmon_agent_push_rejected_total",
-               "Allocator statistics pushes the agent refused, by reason.", kCounter);
-
-  std::array<size_t, std::size(kHostMemory)> host_memory;
-  for (size_t i = 0; i < std::size(kHostMemory); ++i) {
-    host_memory[i] = s.Family(kHostMemory[i].name, kHostMemory[i].help, kGauge);
-  }
-
-  const size_t oom_kills =
-      s.Family("accelmon_host_oom_kills_total",
-               "Processes killed by the kernel's OOM killer since boot.", kCounter);
-  const size_t pressure = s.Family("accelmon_host_memory_pressure_seconds_total",
-                                   "Time tasks stalled on memory (PSI): some = at least one task, "
-                                   "full = all non-idle tasks.",
-                                   kCounter);
-  const size_t free_blocks = s.Family("accelmon_host_memory_free_blocks",
-                                      "Free blocks of 2^order pages (buddyinfo).", kGauge);
-  const size_t unusable = s.Family("accelmon_host_memory_unusable_free_ratio",
-                                   "Share of free memory that cannot serve an allocation of "
-                                   "2^order pages (unusable free space index).",
-                                   kGauge);
-  LinkFamilies host_links(s, LinkFamilies::Scope::kHost);
-  const size_t host_temp = s.Family("accelmon_host_temperature_celsius",
-                                    "Host temperature sensors (thermal zones, hwmon).", kGauge);
-  const size_t host_power =
-      s.Family("accelmon_host_power_watts", "Host power sensors (hwmon).", kGauge);
-
-  const size_t info = s.Family("accelmon_device_info",
-                               "1 per device; firmware, driver and PCI bus id as labels.", kGauge);
-  const size_t up =
-      s.Family("accelmon_device_up", "1 while the device answers, 0 once it is lost.", kGauge);
-  const size_t mem_total = s.Family("accelmon_device_memory_total_bytes", "Device memory.", kGauge);
-  const size_t mem_used =
-      s.Family("accelmon_device_memory_used_bytes", "Device memory in use.", kGauge);
-  const size_t mem_free =
-      s.Family("accelmon_device_memory_free_bytes", "Device memory not in use.", kGauge);
-  const size_t mem_reserved = s.Family("accelmon_device_memory_reserved_bytes",
-                                       "Device memory reserved by driver and firmware.", kGauge);
-  const size_t mem_largest =
-      s.Family("accelmon_device_memory_largest_free_block_bytes",
-               "The largest single allocation that could succeed now.", kGauge);
-  const size_t mem_frag =
-      s.Family("accelmon_device_memory_fragmentation_ratio",
-               "1 - largest free block / free memory, counting memory free inside processes' "
-               "allocator caches (0 = unfragmented).",
-               kGauge);
-  const size_t temp =
-      s.Family("accelmon_device_temperature_celsius", "Device temperature by sensor.", kGauge);
-  const size_t temp_threshold =
-      s.Family("accelmon_device_temperature_threshold_celsius",
-               "Temperature at which the device slows down or shuts down.", kGauge);
-  const size_t throttled = s.Family("accelmon_device_throttled",
-                                    "1 while the device is throttled for that reason.", kGauge);
-  const size_t power = s.Family("accelmon_device_power_watts", "Board power draw.", kGauge);
-  const size_t power_limit =
-      s.Family("accelmon_device_power_limit_watts", "Enforced power limit.", kGauge);
-  const size_t energy = s.Family("accelmon_device_energy_joules_total",
-                                 "Energy consumed since the driver loaded.", kCounter);
-  const size_t util = s.Family("accelmon_device_utilization_ratio",
-                               "Share of time the engine was busy, by kind.", kGauge);
-  const size_t clock = s.Family("accelmon_device_clock_hertz", "Current clock, by kind.", kGauge);
-  const size_t ecc =
-      s.Family("accelmon_device_ecc_errors_total", "ECC errors since the driver loaded.", kCounter);
-  const size_t remapped =
-      s.Family("accelmon_device_remapped_rows",
-               "Memory rows remapped, by the kind of error that caused it.", kGauge);
-  LinkFamilies device_links(s, LinkFamilies::Scope::kDevice);
-  const size_t proc_reserved =
-      s.Family("accelmon_process_memory_reserved_bytes",
-               "Device memory the process's caching allocator holds (pushed).", kGauge);
-  const size_t proc_allocated =
-      s.Family("accelmon_process_memory_allocated_bytes",
-               "Device memory the process's allocator has handed out to tensors (pushed).", kGauge);
-  const size_t proc_ooms =
-      s.Family("accelmon_process_allocator_ooms_total",
-               "Out-of-memory errors the process's allocator raised (pushed).", kCounter);
-  const size_t proc_retries = s.Family(
-      "accelmon_process_allocator_retries_total",
-      "Allocations that succeeded only after the allocator freed its cache (pushed).", kCounter);
-
+  // Declared in this order, the order of the exposition's families: node, host, device.
+  NodeFamilies node_families(s);
+  HostFamilies host_families(s);
+  DeviceFamilies device_families(s);
   for (const NodeEntry& entry : nodes) {
     const v1::NodeReport& r = *entry.report;
     const LabelList node_labels{{"node", r.node()}};
-
-    // Three missed intervals mark a node down; an agent that sent no interval is assumed at 1s.
-    const auto interval = r.has_interval() ? std::chrono::seconds(r.interval().seconds()) +
-                                                 std::chrono::nanoseconds(r.interval().nanos())
-                                           : std::chrono::nanoseconds(std::chrono::seconds(1));
-    Add(s, node_up, node_labels, now - entry.received_at <= 3 * interval ? 1 : 0);
-    Add(s, node_last, node_labels, Seconds(r.timestamp()));
-
-    for (const auto& c : r.collectors()) {
-      Add(s, collector_success, node_labels, "collector", c.name(), c.success() ? 1 : 0);
-      Add(s, collector_duration, node_labels, "collector", c.name(), c.duration_seconds());
-    }
-    if (r.has_agent()) {
-      if (r.agent().has_dropped_reports_total()) {
-        Add(s, agent_dropped, node_labels, static_cast<double>(r.agent().dropped_reports_total()));
-      }
-      if (r.agent().has_spool_reports()) {
-        Add(s, agent_spool, node_labels, static_cast<double>(r.agent().spool_reports()));
-      }
-      for (const auto* rejected : SortedByKey(r.agent().push_rejected_total())) {
-        Add(s, push_rejected, node_labels, "reason", rejected->first,
-            static_cast<double>(rejected->second));
-      }
-    }
-
-    const auto& hm = r.host().memory();
-    for (size_t i = 0; i < std::size(kHostMemory); ++i) {
-      if (const auto value = kHostMemory[i].read(hm)) {
-        Add(s, host_memory[i], node_labels, static_cast<double>(*value));
-      }
-    }
-
-    const auto& host = r.host();
-    if (host.vmstat().has_oom_kill_total()) {
-      Add(s, oom_kills, node_labels, static_cast<double>(host.vmstat().oom_kill_total()));
-    }
-    if (host.memory_pressure().has_some_total_us()) {
-      Add(s, pressure, node_labels, "kind", "some",
-          static_cast<double>(host.memory_pressure().some_total_us()) / 1e6);
-    }
-    if (host.memory_pressure().has_full_total_us()) {
-      Add(s, pressure, node_labels, "kind", "full",
-          static_cast<double>(host.memory_pressure().full_total_us()) / 1e6);
-    }
-    for (const v1::BuddyZone& zone : host.buddyinfo()) {
-      const IntLabel numa_node(zone.numa_node());
-      for (int order = 0; order < zone.free_blocks_size(); ++order) {
-        const IntLabel order_text(order);
-        const LabelList zl{{"node", r.node()},
-                           {"numa_node", numa_node.view()},
-                           {"zone", zone.zone()},
-                           {"order", order_text.view()}};
-        Add(s, free_blocks, zl, static_cast<double>(zone.free_blocks(order)));
-        if (const auto ratio = collectors::UnusableFreeIndex(zone, static_cast<unsigned>(order))) {
-          Add(s, unusable, zl, *ratio);
-        }
-      }
-    }
-    for (const v1::Link& l : host.links()) host_links.Add(node_labels, l, /*with_peer=*/false);
-    for (const v1::TemperatureSensor& t : host.temperatures()) {
-      if (!t.has_celsius()) continue;
-      Add(s, host_temp, {{"node", r.node()}, {"chip", t.chip()}, {"sensor", t.sensor()}},
-          t.celsius());
-    }
-    for (const v1::PowerSensor& p : host.power_sensors()) {
-      if (!p.has_watts()) continue;
-      Add(s, host_power, {{"node", r.node()}, {"chip", p.chip()}, {"sensor", p.sensor()}},
-          p.watts());
-    }
-
-    for (const v1::DeviceTelemetry& d : r.devices()) {
-      const auto& id = d.identity();
-      const IntLabel index(id.index());
-      const LabelList dl{{"node", r.node()},
-                         {"device", index.view()},
-                         {"uuid", id.uuid()},
-                         {"vendor", id.vendor()},
-                         {"model", id.model()}};
-      LabelList info_labels = dl;
-      info_labels.Push("firmware", id.firmware_version());
-      info_labels.Push("driver", id.driver_version());
-      info_labels.Push("pci_bus_id", id.pci_bus_id());
-      Add(s, info, info_labels, 1);
-      if (d.has_up()) Add(s, up, dl, d.up() ? 1 : 0);
-
-      const auto& m = d.memory();
-      if (m.has_total_bytes()) Add(s, mem_total, dl, static_cast<double>(m.total_bytes()));
-      if (m.has_used_bytes()) Add(s, mem_used, dl, static_cast<double>(m.used_bytes()));
-      if (m.has_free_bytes()) Add(s, mem_free, dl, static_cast<double>(m.free_bytes()));
-      if (m.has_reserved_bytes()) {
-        Add(s, mem_reserved, dl, static_cast<double>(m.reserved_bytes()));
-      }
-      if (m.has_largest_free_block_bytes()) {
-        Add(s, mem_largest, dl, static_cast<double>(m.largest_free_block_bytes()));
-      }
-      if (m.has_fragmentation_ratio()) Add(s, mem_frag, dl, m.fragmentation_ratio());
-
-      const auto& t = d.thermal();
-      if (t.has_core_celsius()) Add(s, temp, dl, "sensor", "core", t.core_celsius());
-      if (t.has_memory_celsius()) Add(s, temp, dl, "sensor", "memory", t.memory_celsius());
-      if (t.has_slowdown_threshold_celsius()) {
-        Add(s, temp_threshold, dl, "threshold", "slowdown", t.slowdown_threshold_celsius());
-      }
-      if (t.has_shutdown_threshold_celsius()) {
-        Add(s, temp_threshold, dl, "threshold", "shutdown", t.shutdown_threshold_celsius());
-      }
-      for (const auto* reason : SortedByKey(t.throttle_reasons())) {
-        Add(s, throttled, dl, "reason", reason->first, reason->second ? 1 : 0);
-      }
-
-      const auto& p = d.power();
-      if (p.has_usage_watts()) Add(s, power, dl, p.usage_watts());
-      if (p.has_limit_watts()) Add(s, power_limit, dl, p.limit_watts());
-      if (p.has_energy_joules_total()) Add(s, energy, dl, p.energy_joules_total());
-
-      const auto& u = d.utilization();
-      if (u.has_compute_ratio()) Add(s, util, dl, "kind", "compute", u.compute_ratio());
-      if (u.has_memory_bandwidth_ratio()) {
-        Add(s, util, dl, "kind", "memory_bandwidth", u.memory_bandwidth_ratio());
-      }
-      if (d.clocks().has_compute_hz()) {
-        Add(s, clock, dl, "kind", "compute", d.clocks().compute_hz());
-      }
-      if (d.clocks().has_memory_hz()) Add(s, clock, dl, "kind", "memory", d.clocks().memory_hz());
-
-      const auto& e = d.errors();
-      if (e.has_ecc_corrected_total()) {
-        Add(s, ecc, dl, "type", "corrected", static_cast<double>(e.ecc_corrected_total()));
-      }
-      if (e.has_ecc_uncorrected_total()) {
-        Add(s, ecc, dl, "type", "uncorrected", static_cast<double>(e.ecc_uncorrected_total()));
-      }
-      if (e.has_remapped_rows_correctable()) {
-        Add(s, remapped, dl, "cause", "correctable",
-            static_cast<double>(e.remapped_rows_correctable()));
-      }
-      if (e.has_remapped_rows_uncorrectable()) {
-        Add(s, remapped, dl, "cause", "uncorrectable",
-            static_cast<double>(e.remapped_rows_uncorrectable()));
-      }
-
-      for (const v1::Link& l : d.links()) device_links.Add(dl, l, /*with_peer=*/true);
-
-      for (const v1::ProcessMemory& pm : d.processes()) {
-        const IntLabel pid(pm.pid());
-        LabelList pl = dl;
-        pl.Push("pid", pid.view());
-        pl.Push("job", pm.job());
-        pl.Push("rank", pm.rank());
-        if (pm.has_reserved_bytes()) {
-          Add(s, proc_reserved, pl, static_cast<double>(pm.reserved_bytes()));
-        }
-        if (pm.has_allocated_bytes()) {
-          Add(s, proc_allocated, pl, static_cast<double>(pm.allocated_bytes()));
-        }
-        if (pm.has_ooms_total()) Add(s, proc_ooms, pl, static_cast<double>(pm.ooms_total()));
-        if (pm.has_alloc_retries_total()) {
-          Add(s, proc_retries, pl, static_cast<double>(pm.alloc_retries_total()));
-        }
-      }
-    }
+    node_families.Add(entry, node_labels, now);
+    host_families.Add(r.node(), node_labels, r.host());
+    for (const v1::DeviceTelemetry& d : r.devices()) device_families.Add(r.node(), d);
   }
 }
 
@@ -591,6 +678,12 @@ void EmitDiagnostics(const DiagnosticsMetrics& d, MetricSink& s) {
                "Reports not newer than their node's previous one, skipped by diagnostics.",
                kCounter),
       {}, static_cast<double>(d.out_of_order));
+  Add(s,
+      s.Family("accelmon_exporter_diagnosis_dropped_reports_total",
+               "Applied reports neither diagnosed nor sent to Watch clients because the "
+               "diagnostics queue was full.",
+               kCounter),
+      {}, static_cast<double>(d.dropped));
 }
 
 std::vector<MetricFamily> RenderNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now) {
@@ -616,7 +709,7 @@ void StateRenderer::RenderText(std::string& out) const {
   sink.Clear();
   EmitNodes(nodes, now, sink);
   EmitExporterStats(stats_, nodes.size(), sink);
-  if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(now), sink);
+  if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(), sink);
   sink.AppendTo(out);
   stats_.last_scrape_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -43,7 +43,7 @@ class StateRenderer {
   // renders into buffers of its own, which it keeps for its next scrape.
   void RenderText(std::string& out) const;
 
-  // Also renders the diagnostics series (and expires its silent nodes on each scrape).
+  // Also renders the diagnostics series (the diagnostics worker's latest snapshot).
   void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
 
  private:

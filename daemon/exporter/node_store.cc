@@ -25,7 +25,8 @@ ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock
   slot.last_sequence = report->sequence();
   previous = std::exchange(slot.entry.report, std::move(report));
   slot.entry.received_at = now;
-  return {ApplyOutcome::kApplied, {}};
+  slot.entry.index = ++applied_;
+  return {ApplyOutcome::kApplied, {}, slot.entry.index};
 }
 
 void NodeStore::Seed(const std::string& node, const std::string& instance, uint64_t sequence,

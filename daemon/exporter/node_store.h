@@ -18,6 +18,8 @@ namespace accelmon {
 struct NodeEntry {
   std::shared_ptr<const v1::NodeReport> report;
   Clock::time_point received_at;
+  // ApplyResult::index of `report`.
+  uint64_t index = 0;
 };
 
 enum class ApplyOutcome { kApplied, kDuplicate, kRejected };
@@ -26,6 +28,9 @@ struct ApplyResult {
   ApplyOutcome outcome;
   // For kRejected: a short lower snake case reason, also the `reason` label.
   std::string reason;
+  // For kApplied: how many reports the store applied, this one included. A node's reports are
+  // ordered by it whatever stream they came on (Watch's initial state uses it).
+  uint64_t index = 0;
 };
 
 class NodeStore {
@@ -61,6 +66,7 @@ class NodeStore {
   const ValidationLimits limits_;
   mutable std::mutex mu_;
   std::map<std::string, Slot, std::less<>> nodes_;
+  uint64_t applied_ = 0;
 };
 
 }  // namespace accelmon

@@ -1,8 +1,9 @@
 // The Query service (proto/accelmon/v1/diagnostics.proto) on the exporter's gRPC port, beside
 // Ingest: the latest report of each node, the diagnostics findings, and a Watch stream of both.
 //
-// Each Watch client has a bounded queue: when it reads too slowly the oldest events are dropped
-// (and counted), so a slow or stuck client never slows ingest.
+// Each Watch client has a bounded queue, filled by the diagnostics worker: when it reads too
+// slowly the oldest events are dropped (and counted), so a slow or stuck client never holds the
+// worker, other clients or ingest.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Diagnostics online in a real exporter on loopback: handcrafted reports over gRPC Ingest open and
-// close findings, which /metrics, GetFindings and Watch show; a slow Watch client never blocks
-// ingest, and the exporter stops cleanly with Watch streams open.
+// close findings, which /metrics, GetFindings and Watch show (the rules run on their own thread,
+// so tests wait for them after the acks); a slow Watch client never blocks ingest or /metrics, and
+// the exporter stops cleanly with Watch streams open.
 #include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>
 
@@ -195,12 +196,18 @@ TEST(DiagnosticsOnline, LinkDownOpensAndClosesInMetricsQueryAndWatch) {
   EXPECT_EQ(ingest->Send(Report("n1", 1, /*link_up=*/true)), v1::Ack::STATUS_APPLIED);
   EXPECT_EQ(ingest->Send(Report("n1", 2, /*link_up=*/false)), v1::Ack::STATUS_APPLIED);
 
-  samples = Scrape(exporter);
+  // The rules run on their own thread, after the acks: wait for them to have seen both.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        samples = Scrape(exporter);
+        return FindValue(samples, "accelmon_exporter_diagnosis_reports_total") == 2.0;
+      },
+      10s));
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active", kLinkDown), 1.0);
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
                       {{"rule", "link_down"}, {"severity", "critical"}}),
             1.0);
-  EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_reports_total"), 2.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_dropped_reports_total"), 0.0);
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_diagnosis_out_of_order_total"), 0.0);
 
   // Sent again (an agent reconnecting): a duplicate changes nothing.
@@ -213,7 +220,12 @@ TEST(DiagnosticsOnline, LinkDownOpensAndClosesInMetricsQueryAndWatch) {
 
   EXPECT_EQ(ingest->Send(Report("n1", 3, /*link_up=*/true)), v1::Ack::STATUS_APPLIED);
   ingest.reset();
-  samples = Scrape(exporter);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        samples = Scrape(exporter);
+        return FindValue(samples, "accelmon_exporter_diagnosis_reports_total") == 3.0;
+      },
+      10s));
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active", {{"rule", "link_down"}}), std::nullopt);
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
                       {{"rule", "link_down"}, {"severity", "critical"}}),
@@ -284,7 +296,13 @@ TEST(DiagnosticsOnline, FirmwareBelowMinimumFiresAndWatchStartsWithIt) {
     EXPECT_EQ(ingest.Send(Report("n2", 1, true, "0.9.0")), v1::Ack::STATUS_APPLIED);
     EXPECT_EQ(ingest.Send(Report("n2", 2, true, "0.9.0")), v1::Ack::STATUS_APPLIED);
   }
-  const auto samples = Scrape(exporter);
+  std::vector<testing::Sample> samples;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        samples = Scrape(exporter);
+        return FindValue(samples, "accelmon_exporter_diagnosis_reports_total") == 2.0;
+      },
+      10s));
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active",
                       {{"rule", "firmware_below_minimum"},
                        {"node", "n2"},
@@ -325,9 +343,12 @@ TEST(DiagnosticsOnline, ExpiredNodesCloseTheirFindings) {
     ingest.Send(Report("n4", 1, true));
     ingest.Send(Report("n4", 2, false));
   }
-  EXPECT_EQ(FindValue(Scrape(exporter), "accelmon_diagnosis_active",
-                      {{"node", "n4"}, {"rule", "link_down"}}),
-            1.0);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return FindValue(Scrape(exporter), "accelmon_diagnosis_active",
+                         {{"node", "n4"}, {"rule", "link_down"}}) == 1.0;
+      },
+      10s));
   ASSERT_TRUE(WaitFor(
       [&] { return CountSamples(Scrape(exporter), "accelmon_diagnosis_active") == 0; }, 10s))
       << "the node expired: its findings closed";
@@ -384,6 +405,64 @@ TEST(DiagnosticsOnline, SlowWatcherNeverBlocksIngestAndStopIsClean) {
   EXPECT_EQ(exporter.query()->watchers(), 0u);
   ASSERT_TRUE(WaitFor([&] { return reading.ended(); }, 10s));
   EXPECT_TRUE(reading.status().ok()) << reading.status().error_message();
+  stuck_context.TryCancel();
+}
+
+TEST(DiagnosticsOnline, WatchClientThatNeverReadsHoldsNeitherAcksNorScrapes) {
+  Exporter exporter(LoopbackExporter());
+  exporter.Start();
+
+  // Opens the stream and never reads: its flow-control window fills after a few reports.
+  auto stub = v1::Query::NewStub(Channel(exporter));
+  grpc::ClientContext stuck_context;
+  v1::WatchRequest request;
+  request.set_reports(true);
+  auto stuck = stub->Watch(&stuck_context, request);
+  ASSERT_TRUE(WaitFor([&] { return exporter.query()->watchers() == 1; }, 10s));
+
+  // More reports than the diagnostics queue and the watcher's queue hold together: had either
+  // waited for the stuck client, ingest would stall and acks stop.
+  constexpr int kReports = 2500;
+  static_assert(kReports > DiagnosticsOptions{}.queue_capacity + QueryService::kWatchQueueCapacity);
+  int applied = 0;
+  {
+    IngestClient ingest(exporter);
+    for (int i = 1; i <= kReports; ++i) {
+      // 4 devices of 8 links (a few KiB a report), nvlink0 flapping: findings on every report.
+      applied += ingest.Send(Report("n6", i, i % 2 == 0, "1.2.0", 4, 8)) == v1::Ack::STATUS_APPLIED;
+      if (i % 500 == 0) {
+        // /metrics answers meanwhile, and already counts every acknowledged report.
+        const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
+        ASSERT_EQ(response.status, 200);
+        EXPECT_EQ(
+            FindValue(ParseExposition(response.body), "accelmon_exporter_reports_ingested_total"),
+            static_cast<double>(i));
+      }
+    }
+  }
+  EXPECT_EQ(applied, kReports);
+
+  // Every acknowledged report was diagnosed or counted dropped; the stuck client lost events.
+  std::vector<testing::Sample> samples;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        samples = Scrape(exporter);
+        const auto diagnosed = FindValue(samples, "accelmon_exporter_diagnosis_reports_total");
+        const auto dropped =
+            FindValue(samples, "accelmon_exporter_diagnosis_dropped_reports_total");
+        return diagnosed && dropped && *diagnosed + *dropped == kReports;
+      },
+      30s))
+      << "diagnosed "
+      << FindValue(samples, "accelmon_exporter_diagnosis_reports_total").value_or(-1)
+      << ", dropped "
+      << FindValue(samples, "accelmon_exporter_diagnosis_dropped_reports_total").value_or(-1);
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_ingested_total"), kReports);
+  EXPECT_GT(exporter.query()->dropped(), 0u) << "the stuck watcher lost its oldest events";
+  EXPECT_EQ(exporter.query()->watchers(), 1u) << "and is still subscribed";
+
+  exporter.Stop();
+  EXPECT_EQ(exporter.query()->watchers(), 0u);
   stuck_context.TryCancel();
 }
 
