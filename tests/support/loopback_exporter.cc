@@ -9,17 +9,14 @@
 #include <stdexcept>
 
 namespace accelmon::testing {
-namespace {
+
+std::string LoopbackAddress(int port) { return "127.0.0.1:" + std::to_string(port); }
 
 ExporterOptions OnLoopback(ExporterOptions options, int grpc_port) {
   options.web_listen_address = "127.0.0.1:0";
   options.grpc_listen_address = LoopbackAddress(grpc_port);
   return options;
 }
-
-}  // namespace
-
-std::string LoopbackAddress(int port) { return "127.0.0.1:" + std::to_string(port); }
 
 ReservedPort::ReservedPort() {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

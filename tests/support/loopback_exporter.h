@@ -11,6 +11,10 @@ namespace accelmon::testing {
 // "127.0.0.1:PORT".
 std::string LoopbackAddress(int port);
 
+// `options` listening on loopback: /metrics on a port of the kernel's choosing, gRPC ingest on
+// `grpc_port` (0: the kernel's choice too). For an Exporter a test starts itself.
+ExporterOptions OnLoopback(ExporterOptions options = {}, int grpc_port = 0);
+
 // A TCP port on 127.0.0.1 that the kernel chose, kept bound (not listening) for this object's
 // life with SO_REUSEPORT, as gRPC binds its listening sockets: an exporter can listen on it, stop,
 // and listen on it again, while the kernel hands it to nobody else (a bind to port 0 never shares
@@ -31,10 +35,9 @@ class ReservedPort {
   int port_ = 0;
 };
 
-// An exporter on loopback, started on construction (and, as every Exporter, stopped on
-// destruction): /metrics on a port of the kernel's choosing, gRPC ingest on `grpc_port`, which is
-// the kernel's choice too when 0 (pass a ReservedPort's to keep one address across restarts). The
-// other options are the caller's. Read the ports back with web_port() and grpc_port().
+// An exporter on loopback (OnLoopback), started on construction and, as every Exporter, stopped
+// on destruction. Pass a ReservedPort's port as `grpc_port` to keep one address across restarts.
+// Read the ports back with web_port() and grpc_port().
 class LoopbackExporter : public Exporter {
  public:
   explicit LoopbackExporter(ExporterOptions options = {}, int grpc_port = 0);

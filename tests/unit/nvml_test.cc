@@ -23,6 +23,7 @@
 #include "collectors/sim.h"
 #include "daemon/exporter/metrics_renderer.h"
 #include "support/golden.h"
+#include "support/wait.h"
 
 namespace accelmon::collectors {
 namespace {
@@ -400,12 +401,7 @@ TEST_F(Nvml, DeviceWithoutHandleIsSkipped) {
 
 // Waits until the hung call returned and the deadline collector answers again.
 bool Recovers(const std::function<bool()>& collect_ok) {
-  const auto until = SteadyClock::now() + std::chrono::seconds(6);
-  while (SteadyClock::now() < until) {
-    if (collect_ok()) return true;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  return false;
+  return testing::WaitFor(collect_ok, std::chrono::seconds(10));
 }
 
 TEST_F(Nvml, HungCallFailsTheTickQuicklyAndOthersStillCollect) {
