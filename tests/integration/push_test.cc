@@ -237,7 +237,7 @@ std::string StartError(const std::string& path, bool create_directory = false) {
   return {};
 }
 
-TEST(AllocatorPush, SocketFile) {
+TEST(AllocatorPush, StaleSocketReplacedLiveSocketOrOtherFileLeftAlone) {
   TempDir dir;
   const std::string path = dir.path() + "/agent.sock";
 

@@ -163,7 +163,7 @@ TEST(ProgressTest, SilentUnlessDrawingToATerminal) {
   EXPECT_NE(out.find("\r\x1b[K"), std::string::npos) << "cleared at the end";
 }
 
-TEST(ProgressTest, HumanUnits) {
+TEST(ProgressTest, BytesAndDurationsInHumanUnits) {
   EXPECT_EQ(HumanBytes(512), "512 B");
   EXPECT_EQ(HumanBytes(3 * 1024 * 1024 / 2), "1.5 MiB");
   EXPECT_EQ(HumanDuration(std::chrono::seconds(3723)), "1h02m03s");

@@ -471,7 +471,7 @@ TEST(NvmlHelpers, ThrottleReasonsFromBitmask) {
   EXPECT_EQ(NvmlThrottleReasons(1ULL << 40).size(), 9u) << "unknown bits are ignored";
 }
 
-TEST(NvmlHelpers, PcieLaneRates) {
+TEST(NvmlHelpers, PcieLaneBytesPerSecondForGenerations1To5Only) {
   EXPECT_DOUBLE_EQ(*PcieLaneBytesPerSecond(1), 250e6);
   EXPECT_DOUBLE_EQ(*PcieLaneBytesPerSecond(2), 500e6);
   EXPECT_NEAR(*PcieLaneBytesPerSecond(3), 984.6e6, 0.1e6);
@@ -481,7 +481,7 @@ TEST(NvmlHelpers, PcieLaneRates) {
   EXPECT_FALSE(PcieLaneBytesPerSecond(9));
 }
 
-TEST(NvmlHelpers, NormalizePciBusId) {
+TEST(NvmlHelpers, PciBusIdIsLowerCaseWithAFourDigitDomainWhenItFits) {
   EXPECT_EQ(NormalizePciBusId("00000000:1B:00.0"), "0000:1b:00.0");
   EXPECT_EQ(NormalizePciBusId("0000:1B:00.0"), "0000:1b:00.0");
   EXPECT_EQ(NormalizePciBusId("00010000:1B:00.0"), "00010000:1b:00.0") << "a domain over 16 bits";
