@@ -15,10 +15,6 @@ for tool in prometheus promtool curl "$PY"; do
   command -v "$tool" >/dev/null || fail "$tool not found (scripts/install-deps.sh test installs it)"
 done
 
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # Faults that open findings at once (after the links were seen up), all on node e2e-node.
 cat >"$WORK/scenario.yaml" <<'YAML'
 faults:
@@ -38,7 +34,6 @@ target=${url#http://}
 target=${target%/metrics}
 wait_for_metric "$url" '^accelmon_device_link_up\{.*device="0".*link="nvlink0".*\} 0' 30
 
-prom_port=$(free_port)
 cat >"$WORK/prometheus.yml" <<YAML
 global:
   scrape_interval: 1s
@@ -54,9 +49,11 @@ YAML
 promtool check config "$WORK/prometheus.yml" >"$WORK/promtool-config.log" 2>&1 ||
   fail "promtool rejects the config: $(cat "$WORK/promtool-config.log")"
 prometheus --config.file "$WORK/prometheus.yml" --storage.tsdb.path "$WORK/prom-data" \
-  --web.listen-address "127.0.0.1:$prom_port" >"$WORK/prometheus.log" 2>&1 &
+  --web.listen-address 127.0.0.1:0 >"$WORK/prometheus.log" 2>&1 &
 PIDS+=($!)
-PROM="http://127.0.0.1:$prom_port"
+# Prometheus picks its port and logs it.
+prom_address=$(wait_for_log prometheus 'msg="Listening on" address=127\.0\.0\.1:[0-9]+' 60)
+PROM="http://${prom_address##*address=}"
 
 # The scrape itself: linted by promtool, every family documented in docs/metrics.md.
 curl -fsS "$url" >"$WORK/scrape.txt" || fail "cannot scrape $url"

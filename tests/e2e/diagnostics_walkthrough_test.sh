@@ -4,10 +4,10 @@
 source "$(dirname "$0")/lib.sh"
 SCENARIOS=$(cd "$(dirname "$0")/../fixtures/scenarios" && pwd)
 
-PORT=$((20000 + RANDOM % 20000))
-URL=http://127.0.0.1:$PORT/metrics
 start standalone standalone --sim 8 --sim.scenario "$SCENARIOS/demo.yaml" \
-  --web.listen-address 127.0.0.1:$PORT --push.socket "" --record.dir "$WORK/rec"
+  --web.listen-address 127.0.0.1:0 --push.socket "" --record.dir "$WORK/rec"
+URL=$(wait_for_log standalone 'http://[^ ]+/metrics')
+[[ $URL =~ :([0-9]+)/ ]] && [ "${BASH_REMATCH[1]}" != 0 ] || fail "printed URL has no real port: $URL"
 wait_for_log standalone "scenario .*demo.yaml with 4 fault" 20
 
 # Every rule and severity is there from the start, at 0.
@@ -19,11 +19,8 @@ wait_for_log standalone "diagnosis: opened link_down critical .*device=1 link=nv
 wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="xid_error",node="[^"]+",device="3",link="",severity="critical"\} 1$' 30
 wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="memory_fragmentation",node="[^"]+",device="2",link="",severity="warning"\} 1$' 40
 # ... and the link comes back at 40 s: its series goes, the counter stays.
-deadline=$((SECONDS + 30))
-while curl -fsS "$URL" | grep -q '^accelmon_diagnosis_active{rule="link_down"'; do
-  [ $SECONDS -lt $deadline ] || fail "link_down did not close when the link came back"
-  sleep 0.5
-done
+link_down_closed() { ! curl -fsS "$URL" | grep -q '^accelmon_diagnosis_active{rule="link_down"'; }
+wait_until 30 "link_down to close when the link came back" link_down_closed
 curl -fsS "$URL" | grep -q '^accelmon_diagnosis_findings_total{rule="link_down",severity="critical"} 1$' ||
   fail "findings_total lost the closed link_down"
 curl -fsS "$URL" | promtool check metrics || fail "promtool check metrics complains"

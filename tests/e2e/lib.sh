@@ -48,6 +48,41 @@ wait_for_metric() {
   fail "timed out waiting for /$regex/ at $url"
 }
 
+# wait_until SECONDS WHAT COMMAND...: runs COMMAND until it succeeds; fails naming WHAT once
+# SECONDS have passed. For waiting on a condition, never on a guess of how long it takes.
+wait_until() {
+  local seconds=$1 what=$2
+  local deadline=$((SECONDS + seconds))
+  shift 2
+  until "$@"; do
+    [ $SECONDS -lt $deadline ] || fail "timed out after ${seconds}s waiting for $what"
+    sleep 0.1
+  done
+}
+
+# listening_port PID: prints the TCP port that process PID listens on (its first), from /proc;
+# fails while it listens on none. For peers told to listen on port 0 that do not log the port.
+listening_port() {
+  local inodes
+  inodes=$(find "/proc/$1/fd" -lname 'socket:*' -printf '%l\n' 2>/dev/null | tr -dc '0-9\n' | tr '\n' ' ')
+  [ -n "$inodes" ] || return 1
+  local hex
+  hex=$(awk -v inodes=" $inodes " '$4 == "0A" && index(inodes, " " $10 " ") {
+    split($2, a, ":"); print a[2]; exit }' /proc/net/tcp /proc/net/tcp6)
+  [ -n "$hex" ] || return 1
+  echo $((16#$hex))
+}
+
+# wait_for_listening_port PID [SECONDS]: waits until PID listens on a TCP port; prints it.
+wait_for_listening_port() {
+  local pid=$1 deadline=$((SECONDS + ${2:-20}))
+  until listening_port "$pid"; do
+    kill -0 "$pid" 2>/dev/null || fail "process $pid exited before listening"
+    [ $SECONDS -lt $deadline ] || fail "process $pid listens on no TCP port after ${2:-20}s"
+    sleep 0.1
+  done
+}
+
 # stop NAME [SECONDS]: SIGTERM, then expects a clean exit (status 0) within the time.
 stop() {
   local name=$1 pid_var="${1}_PID" deadline=$((SECONDS + ${2:-10}))

@@ -3,24 +3,26 @@
 // a compared family must find its accelmon counterpart, so a collector cannot silently skip one.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <prometheus/text_serializer.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
-#include <thread>
 
 #include "collectors/registry.h"
 #include "daemon/exporter/metrics_renderer.h"
 #include "support/http_get.h"
 #include "support/prom_text.h"
+#include "support/temp_dir.h"
+#include "support/wait.h"
 
 extern char** environ;
 
@@ -35,25 +37,14 @@ using Labels = std::map<std::string, std::string>;
 
 const std::string kRoot = std::string(ACCELMON_FIXTURES_DIR) + "/host";
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-// node_exporter as a child process over the fixture root, with only the compared collectors.
+// node_exporter as a child process over the fixture root, with only the compared collectors, on
+// a port the kernel chooses: it logs `msg="Listening on" address=127.0.0.1:PORT`.
 class NodeExporter {
  public:
-  NodeExporter() : port_(FreePort()) {
+  NodeExporter() : log_(testing::MakeTempDir("accelmon-parity") + "/node_exporter.log") {
     std::vector<std::string> args = {"prometheus-node-exporter", "--path.procfs=" + kRoot + "/proc",
                                      "--path.sysfs=" + kRoot + "/sys",
-                                     "--web.listen-address=127.0.0.1:" + std::to_string(port_),
+                                     "--web.listen-address=127.0.0.1:0",
                                      "--collector.disable-defaults"};
     for (const char* c : {"meminfo", "vmstat", "pressure", "buddyinfo", "netdev", "netclass",
                           "infiniband", "thermal_zone", "hwmon"}) {
@@ -68,31 +59,41 @@ class NodeExporter {
     argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int rc = posix_spawnp(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) throw std::runtime_error("cannot start prometheus-node-exporter");
+    // Listening once it says so: no connection attempts before.
+    if (!testing::WaitFor([&] { return (port_ = LoggedPort()) > 0; }, std::chrono::seconds(20))) {
+      throw std::runtime_error("prometheus-node-exporter logged no listening address in " + log_);
+    }
   }
   ~NodeExporter() {
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
+    std::filesystem::remove_all(std::filesystem::path(log_).parent_path());
   }
 
   std::string Scrape() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (;;) {
-      try {
-        auto r = HttpGet("127.0.0.1", port_, "/metrics");
-        if (r.status == 200) return r.body;
-      } catch (const std::exception&) {
-        if (std::chrono::steady_clock::now() > deadline) throw;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    auto r = HttpGet("127.0.0.1", port_, "/metrics");
+    if (r.status != 200)
+      throw std::runtime_error("node_exporter answered " + std::to_string(r.status));
+    return r.body;
   }
 
  private:
-  int port_;
+  int LoggedPort() const {
+    std::ifstream in(log_);
+    const std::string needle = "msg=\"Listening on\" address=127.0.0.1:";
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find(needle);
+      if (at != std::string::npos) return std::atoi(line.c_str() + at + needle.size());
+    }
+    return 0;
+  }
+
+  std::string log_;
+  int port_ = 0;
   pid_t pid_ = -1;
 };
 

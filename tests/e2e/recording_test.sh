@@ -7,12 +7,12 @@ source "$(dirname "$0")/lib.sh"
 NODE=rec-node
 REC=$WORK/rec
 
-# --- record a few seconds of a standalone run
+# --- record a couple of seconds of a standalone run: 20 reports or more
 start standalone standalone --sim 8 --collect.interval 100ms --node.name "$NODE" \
   --web.listen-address 127.0.0.1:0 --push.socket "" --record.dir "$REC"
 url=$(wait_for_log standalone 'http://[^ ]+/metrics')
 wait_for_metric "$url" '^accelmon_device_memory_used_bytes\{.*device="7"'
-sleep 2
+wait_for_metric "$url" '^accelmon_exporter_recorded_reports_total ([2-9][0-9]|[1-9][0-9]{2,})$'
 stop standalone
 
 # --- inspect: one node, eight devices

@@ -25,11 +25,6 @@ stop_bg() {
   while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
 }
 
-# A port nothing listens on now (the kernel's choice, released at once).
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
 # rank_first NODE ADDRESS...: the address rendezvous hashing ranks first for NODE, computed as
 # daemon/agent/rendezvous.cc does (FNV-1a of "node|address", splitmix64): the hash is fixed arithmetic,
 # so any tool can predict where a node goes.
@@ -90,10 +85,10 @@ for node in "${nodes[@]}"; do
   wait_for_metric "http://127.0.0.1:${web[$e]}/metrics" "^accelmon_node_up\\{node=\"$node\"\\} 1" 30
 done
 
-prom_port=$(free_port)
-vm_port=$(free_port)
-run_bg victoria-metrics victoria-metrics -httpListenAddr "127.0.0.1:$vm_port" \
+# VictoriaMetrics picks its port (it logs only the address it was given): read it from /proc.
+run_bg victoria-metrics victoria-metrics -httpListenAddr 127.0.0.1:0 \
   -storageDataPath "$WORK/vm-data" -retentionPeriod 1d -search.latencyOffset 1s -search.disableCache
+vm_port=$(wait_for_listening_port "${peer_pid[victoria-metrics]}" 30)
 cat >"$WORK/prometheus.yml" <<YAML
 global:
   scrape_interval: 1s
@@ -109,19 +104,17 @@ remote_write:
 YAML
 promtool check config "$WORK/prometheus.yml" >/dev/null || fail "promtool rejects the config"
 run_bg prometheus prometheus --config.file "$WORK/prometheus.yml" \
-  --storage.tsdb.path "$WORK/prom-data" --web.listen-address "127.0.0.1:$prom_port" \
+  --storage.tsdb.path "$WORK/prom-data" --web.listen-address 127.0.0.1:0 \
   --storage.remote.flush-deadline 5s  # a failing test must not wait a minute for a dead VictoriaMetrics
 
 # Every node, through Prometheus, in VictoriaMetrics.
 query='count by (node) (accelmon_node_up)'
-deadline=$((SECONDS + 60))
-while :; do
+every_node_in_vm() {
   found=$(curl -fsS "http://127.0.0.1:$vm_port/api/v1/query" --data-urlencode "query=$query" \
     2>/dev/null | grep -Eo '"node":"[^"]+"' | sort -u | wc -l || true)
-  [ "$found" -eq ${#nodes[@]} ] && break
-  [ $SECONDS -lt $deadline ] || fail "VictoriaMetrics has $found of ${#nodes[@]} nodes after 60s"
-  sleep 1
-done
+  [ "$found" -eq ${#nodes[@]} ]
+}
+wait_until 60 "VictoriaMetrics to have all ${#nodes[@]} nodes" every_node_in_vm
 answer=$(curl -fsS "http://127.0.0.1:$vm_port/api/v1/query" --data-urlencode "query=$query")
 for node in "${nodes[@]}"; do
   echo "$answer" | grep -q "\"node\":\"$node\"" || fail "VictoriaMetrics lacks $node: $answer"

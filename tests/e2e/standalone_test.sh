@@ -22,11 +22,13 @@ links=$(grep -c '^accelmon_device_link_transmit_bytes_total{' "$WORK/metrics.txt
 promtool check metrics <"$WORK/metrics.txt" >"$WORK/promtool.log" 2>&1 ||
   fail "promtool check metrics: $(cat "$WORK/promtool.log")"
 
-# Counters move between scrapes.
+# Counters move between scrapes: a later one (a few collections on) shows more energy.
 first=$(grep '^accelmon_device_energy_joules_total{.*device="0"' "$WORK/metrics.txt" | awk '{print $2}')
-sleep 0.6
-second=$(curl -fsS "$url" | grep '^accelmon_device_energy_joules_total{.*device="0"' | awk '{print $2}')
-awk -v a="$first" -v b="$second" 'BEGIN { exit !(b > a) }' || fail "energy did not grow: $first -> $second"
+energy_grew() {
+  second=$(curl -fsS "$url" | grep '^accelmon_device_energy_joules_total{.*device="0"' | awk '{print $2}')
+  awk -v a="$first" -v b="$second" 'BEGIN { exit !(b > a) }'
+}
+wait_until 20 "device 0's energy to grow past $first" energy_grew
 
 base=${url%/metrics}
 [ "$(curl -fsS "$base/healthz")" = "ok" ] || fail "/healthz"

@@ -63,11 +63,8 @@ serial() {
 serial | grep -q "exporter-1" || fail "exporter does not serve its first certificate: $(serial)"
 cp "$CERTS/server2.key" "$CERTS/live.key.new" && mv "$CERTS/live.key.new" "$CERTS/live.key"
 cp "$CERTS/server2.crt" "$CERTS/live.crt.new" && mv "$CERTS/live.crt.new" "$CERTS/live.crt"
-deadline=$((SECONDS + 40))
-until serial | grep -q "exporter-2"; do
-  [ $SECONDS -lt $deadline ] || fail "rotated certificate not served after 40s: $(serial)"
-  sleep 1
-done
+serves_rotated() { serial | grep -q "exporter-2"; }
+wait_until 40 "the rotated certificate (exporter-2) to be served" serves_rotated
 agent rotated_agent rotated-node --exporter.tls-ca "$CERTS/ca.crt"
 wait_for_metric "$url" '^accelmon_node_up\{node="rotated-node"\} 1'
 for a in tls_agent named_agent plain_agent wrong_name_agent rotated_agent; do stop "$a"; done

@@ -168,6 +168,7 @@ class Call {
       }
       ret_ = Scripted(s, fn, device);
     }
+    // A hung driver call, as the test scripted with hang(): the sleep is the behaviour.
     if (hang > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hang));
   }
   ~Call() {

@@ -11,6 +11,7 @@
 #include "daemon/agent/agent.h"
 #include "daemon/exporter/exporter.h"
 #include "support/http_get.h"
+#include "support/loopback_exporter.h"
 #include "support/prom_text.h"
 #include "support/wait.h"
 
@@ -20,15 +21,11 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FindValue;
 using testing::HttpGet;
+using testing::LoopbackExporter;
 using testing::ParseExposition;
+using testing::ReservedPort;
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
-
-ExporterOptions LoopbackExporter(int grpc_port = 0) {
-  return ExporterOptions{.web_listen_address = "127.0.0.1:0",
-                         .grpc_listen_address = "127.0.0.1:" + std::to_string(grpc_port),
-                         .node_expire_after = std::chrono::minutes(10)};
-}
 
 collectors::CollectorSet FixtureCollectors(int sim_devices) {
   std::vector<std::unique_ptr<collectors::Collector>> list;
@@ -61,13 +58,11 @@ class Tap {
 };
 
 TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
-  Exporter exporter(LoopbackExporter());
-  exporter.Start();
+  LoopbackExporter exporter;
   ASSERT_GT(exporter.grpc_port(), 0);
   ASSERT_GT(exporter.web_port(), 0);
 
-  Uplink uplink(
-      UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
+  Uplink uplink(UplinkOptions{.exporter_address = exporter.grpc_address()});
   Agent agent(AgentOptions{.node = "it-node", .interval = 50ms}, FixtureCollectors(4), uplink);
   Tap tap;
   agent.set_report_observer(tap.Observer());
@@ -146,13 +141,12 @@ TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
 }
 
 TEST(AgentExporter, AgentRidesOutAnExporterRestartWithoutLosingReports) {
-  auto first = std::make_unique<Exporter>(LoopbackExporter());
-  first->Start();
-  const int port = first->grpc_port();
+  // The second exporter listens where the first did; the port stays ours in between.
+  const ReservedPort port;
+  auto first = std::make_unique<LoopbackExporter>(ExporterOptions{}, port.port());
 
-  Uplink uplink(UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(port),
-                              .min_backoff = 20ms,
-                              .max_backoff = 200ms});
+  Uplink uplink(
+      UplinkOptions{.exporter_address = port.address(), .min_backoff = 20ms, .max_backoff = 200ms});
   Agent agent(AgentOptions{.node = "restart-node", .interval = 20ms}, FixtureCollectors(2), uplink);
   Tap tap;
   agent.set_report_observer(tap.Observer());
@@ -165,8 +159,7 @@ TEST(AgentExporter, AgentRidesOutAnExporterRestartWithoutLosingReports) {
   // Collection goes on while the exporter is away; reports wait in the uplink.
   ASSERT_TRUE(WaitFor([&] { return uplink.stats().pending >= 10; }, 10s));
 
-  Exporter second(LoopbackExporter(port));
-  second.Start();
+  LoopbackExporter second({}, port.port());
   ASSERT_TRUE(WaitFor([&] { return uplink.stats().connected; }, 10s));
   agent.Stop();
   ASSERT_TRUE(uplink.WaitUntilDrained(10s));
@@ -185,25 +178,18 @@ TEST(AgentExporter, AgentRidesOutAnExporterRestartWithoutLosingReports) {
 }
 
 TEST(AgentExporter, AgentStartedBeforeTheExporterConnectsLater) {
-  // Find a free port, then leave it unbound while the agent starts.
-  int port = 0;
-  {
-    Exporter probe(LoopbackExporter());
-    probe.Start();
-    port = probe.grpc_port();
-  }
-  Uplink uplink(UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(port),
-                              .min_backoff = 20ms,
-                              .max_backoff = 100ms});
+  // The exporter's address is known, and nothing listens there, while the agent starts.
+  const ReservedPort port;
+  Uplink uplink(
+      UplinkOptions{.exporter_address = port.address(), .min_backoff = 20ms, .max_backoff = 100ms});
   Agent agent(AgentOptions{.node = "early-node", .interval = 20ms}, FixtureCollectors(1), uplink);
   uplink.Start();
   agent.Start();
-  std::this_thread::sleep_for(300ms);
+  // Reports queue up while nothing listens: several ticks' worth, none delivered.
+  ASSERT_TRUE(WaitFor([&] { return uplink.stats().pending >= 3; }, 10s));
   EXPECT_FALSE(uplink.stats().connected);
-  EXPECT_GT(uplink.stats().pending, 0u);
 
-  Exporter exporter(LoopbackExporter(port));
-  exporter.Start();
+  LoopbackExporter exporter({}, port.port());
   ASSERT_TRUE(WaitFor([&] { return exporter.store().size() == 1; }, 10s));
   agent.Stop();
   uplink.Stop();
@@ -211,10 +197,8 @@ TEST(AgentExporter, AgentStartedBeforeTheExporterConnectsLater) {
 
 // A raw client on the real stream: a bad report is refused with a reason and the stream goes on.
 TEST(IngestStream, RejectsBadReportsAndKeepsTheStreamOpen) {
-  Exporter exporter(LoopbackExporter());
-  exporter.Start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(exporter.grpc_port()),
-                                     grpc::InsecureChannelCredentials());
+  LoopbackExporter exporter;
+  auto channel = grpc::CreateChannel(exporter.grpc_address(), grpc::InsecureChannelCredentials());
   auto stub = v1::Ingest::NewStub(channel);
   grpc::ClientContext context;
   auto stream = stub->Stream(&context);
@@ -265,8 +249,7 @@ TEST(IngestStream, RejectsBadReportsAndKeepsTheStreamOpen) {
 }
 
 TEST(Exporter, APortInUseIsAClearStartupError) {
-  Exporter first(LoopbackExporter());
-  first.Start();
+  LoopbackExporter first;
   Exporter second(
       ExporterOptions{.web_listen_address = "127.0.0.1:" + std::to_string(first.web_port()),
                       .grpc_listen_address = "127.0.0.1:0",

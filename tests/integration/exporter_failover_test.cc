@@ -9,7 +9,7 @@
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
 #include "daemon/agent/rendezvous.h"
-#include "daemon/exporter/exporter.h"
+#include "support/loopback_exporter.h"
 #include "support/wait.h"
 
 namespace accelmon {
@@ -27,13 +27,8 @@ collectors::CollectorSet SimCollectors() {
   return collectors::CollectorSet(std::move(list));
 }
 
-std::unique_ptr<Exporter> StartExporter(int grpc_port) {
-  ExporterOptions options;
-  options.web_listen_address = "127.0.0.1:0";
-  options.grpc_listen_address = "127.0.0.1:" + std::to_string(grpc_port);
-  auto exporter = std::make_unique<Exporter>(options);
-  exporter->Start();
-  return exporter;
+std::unique_ptr<testing::LoopbackExporter> StartExporter(int grpc_port) {
+  return std::make_unique<testing::LoopbackExporter>(ExporterOptions{}, grpc_port);
 }
 
 uint64_t Applied(Exporter& exporter) { return exporter.stats().reports_applied.load(); }
@@ -43,14 +38,14 @@ uint64_t Settled(Exporter& exporter) {
 }
 
 TEST(ExporterFailoverTest, FailsOverToTheNextRankedAndMovesBack) {
-  // Two exporters on ports of their own choosing; which ranks first depends on the ports.
-  auto first = StartExporter(0);
-  auto second = StartExporter(0);
-  const std::vector<std::string> addresses = {"127.0.0.1:" + std::to_string(first->grpc_port()),
-                                              "127.0.0.1:" + std::to_string(second->grpc_port())};
+  // Two exporters on ports of the kernel's choosing, kept for the test: the top-ranked one
+  // comes back on its port. Which ranks first depends on the ports.
+  const testing::ReservedPort port_a, port_b;
+  const std::vector<std::string> addresses = {port_a.address(), port_b.address()};
   const auto ranked = RankByRendezvous(kNode, addresses);
-  if (ranked.front() != addresses.front()) std::swap(first, second);
-  const int top_port = first->grpc_port();
+  const int top_port = ranked.front() == port_a.address() ? port_a.port() : port_b.port();
+  auto first = StartExporter(top_port);
+  auto second = StartExporter(top_port == port_a.port() ? port_b.port() : port_a.port());
 
   UplinkOptions options;
   options.exporter_addresses = addresses;

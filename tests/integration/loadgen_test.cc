@@ -7,7 +7,8 @@
 
 #include <thread>
 
-#include "daemon/exporter/exporter.h"
+#include "support/loopback_exporter.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -15,15 +16,14 @@ namespace {
 class LoadgenTest : public ::testing::Test {
  protected:
   void StartExporter(double max_reports_per_second) {
-    exporter_ = std::make_unique<Exporter>(
-        ExporterOptions{.web_listen_address = "127.0.0.1:0",
-                        .grpc_listen_address = "127.0.0.1:0",
-                        .max_reports_per_second = max_reports_per_second});
-    exporter_->Start();
+    exporter_ = std::make_unique<testing::LoopbackExporter>(
+        ExporterOptions{.max_reports_per_second = max_reports_per_second});
   }
-  void TearDown() override { exporter_->Stop(); }
+  void TearDown() override {
+    if (exporter_) exporter_->Stop();
+  }
 
-  std::string Address() const { return "127.0.0.1:" + std::to_string(exporter_->grpc_port()); }
+  std::string Address() const { return exporter_->grpc_address(); }
 
   // Every report sent was applied, none lost, none refused.
   static void ExpectAllApplied(const LoadgenResult& r) {
@@ -36,7 +36,7 @@ class LoadgenTest : public ::testing::Test {
     EXPECT_EQ(r.ack_latency.count, r.sent);
   }
 
-  std::unique_ptr<Exporter> exporter_;
+  std::unique_ptr<testing::LoopbackExporter> exporter_;
 };
 
 TEST_F(LoadgenTest, EveryNodesReportsAreAppliedAtAnInterval) {
@@ -87,11 +87,9 @@ TEST_F(LoadgenTest, SaturationKeepsStreamsFullAndPadsLinks) {
 }
 
 TEST_F(LoadgenTest, AnUnreachableExporterIsAnErrorNotAHang) {
-  StartExporter(50);
-  const int port = exporter_->grpc_port();
-  exporter_->Stop();
+  const testing::ReservedPort nothing_listens;  // and nothing else can take the port meanwhile
   const LoadgenResult r =
-      RunLoadgen(LoadgenOptions{.exporter_address = "127.0.0.1:" + std::to_string(port),
+      RunLoadgen(LoadgenOptions{.exporter_address = nothing_listens.address(),
                                 .nodes = 1,
                                 .duration = std::chrono::seconds(1),
                                 .connect_timeout = std::chrono::milliseconds(500)});
@@ -110,9 +108,8 @@ TEST_F(LoadgenTest, AnExporterStoppingMidRunEndsTheStreamsWithErrors) {
                                   .duration = std::chrono::seconds(2)});
   });
   // Stops once some reports are applied; reports due afterwards find their streams ended.
-  for (int i = 0; i < 200 && exporter_->store().size() < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_TRUE(
+      testing::WaitFor([&] { return exporter_->store().size() == 3; }, std::chrono::seconds(10)));
   exporter_->Stop();
   load.join();
   EXPECT_GT(r.applied, 0U);

@@ -8,6 +8,7 @@
 #include "collectors/sim.h"
 #include "daemon/exporter/exporter.h"
 #include "support/http_get.h"
+#include "support/loopback_exporter.h"
 #include "support/prom_text.h"
 
 namespace accelmon {
@@ -15,16 +16,11 @@ namespace {
 
 using testing::CountSamples;
 using testing::HttpGet;
+using testing::LoopbackExporter;
 using testing::ParseExposition;
 
 // bcrypt of "s3cret" (htpasswd -nbBC 10 prom s3cret), as in tests/e2e/web_config_test.sh.
 const char* const kHash = "$2b$10$NnsHlhQwajJo/X76XOb1.OV0p7Xe0eWlXNdxMX2HNxKEvAqt.yeAq";
-
-ExporterOptions LoopbackExporter(WebConfig web = {}) {
-  return ExporterOptions{.web_listen_address = "127.0.0.1:0",
-                         .grpc_listen_address = "127.0.0.1:0",
-                         .web_config = std::move(web)};
-}
 
 // Three simulated nodes of 8 devices with links, applied straight to the store.
 void AddSimulatedNodes(Exporter& exporter) {
@@ -66,8 +62,7 @@ std::string WithoutScrapeDuration(const std::string& text) {
 }
 
 TEST(MetricsHttp, GzipWhenAskedIsTheSameExposition) {
-  Exporter exporter(LoopbackExporter());
-  exporter.Start();
+  LoopbackExporter exporter;
   AddSimulatedNodes(exporter);
 
   const auto plain = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
@@ -96,8 +91,7 @@ TEST(MetricsHttp, GzipWhenAskedIsTheSameExposition) {
 TEST(MetricsHttp, BasicAuthRefusesWithoutCredentials) {
   WebConfig web;
   web.basic_auth_users["prom"] = kHash;
-  Exporter exporter(LoopbackExporter(web));
-  exporter.Start();
+  LoopbackExporter exporter({.web_config = web});
   const int port = exporter.web_port();
 
   const auto refused = HttpGet("127.0.0.1", port, "/metrics");

@@ -23,7 +23,9 @@
 #include "daemon/agent/push_service.h"
 #include "daemon/exporter/exporter.h"
 #include "support/http_get.h"
+#include "support/loopback_exporter.h"
 #include "support/prom_text.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -36,15 +38,7 @@ namespace fs = std::filesystem;
 
 constexpr uint64_t kGiB = 1ULL << 30;
 
-template <typename Pred>
-bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
-}
+using testing::WaitFor;
 
 // A directory of its own, short enough for a Unix socket path.
 class TempDir {
@@ -109,12 +103,8 @@ TEST(AllocatorPush, ProcessSeriesAndDerivedValuesOverTheRealSocket) {
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0660u);
 
-  Exporter exporter(ExporterOptions{.web_listen_address = "127.0.0.1:0",
-                                    .grpc_listen_address = "127.0.0.1:0",
-                                    .node_expire_after = std::chrono::minutes(10)});
-  exporter.Start();
-  Uplink uplink(
-      UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
+  testing::LoopbackExporter exporter;
+  Uplink uplink(UplinkOptions{.exporter_address = exporter.grpc_address()});
   std::vector<std::unique_ptr<collectors::Collector>> list;
   list.push_back(
       std::make_unique<collectors::SimCollector>(collectors::SimOptions{.devices = 2, .seed = 11}));
@@ -247,7 +237,7 @@ std::string StartError(const std::string& path, bool create_directory = false) {
   return {};
 }
 
-TEST(AllocatorPush, SocketFile) {
+TEST(AllocatorPush, StaleSocketReplacedLiveSocketOrOtherFileLeftAlone) {
   TempDir dir;
   const std::string path = dir.path() + "/agent.sock";
 

@@ -21,6 +21,7 @@
 #include "daemon/exporter/exporter.h"
 #include "recording/log_reader.h"
 #include "support/http_get.h"
+#include "support/loopback_exporter.h"
 #include "support/prom_text.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -32,7 +33,9 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::FindValue;
 using testing::HttpGet;
+using testing::LoopbackExporter;
 using testing::ParseExposition;
+using testing::ReservedPort;
 using testing::WaitFor;
 
 // Every report in a recording directory, as the wire bytes recorded, in order.
@@ -102,9 +105,8 @@ class RecorderIntegrationTest : public ::testing::Test {
   void SetUp() override { dir_ = ::accelmon::testing::MakeTempDir("accelmon-recorder-it"); }
   void TearDown() override { fs::remove_all(dir_); }
 
-  ExporterOptions Options(int grpc_port = 0) const {
-    ExporterOptions o{.web_listen_address = "127.0.0.1:0",
-                      .grpc_listen_address = "127.0.0.1:" + std::to_string(grpc_port)};
+  ExporterOptions Options() const {
+    ExporterOptions o;
     recording::RecorderOptions r;
     r.recording.dir = dir_;
     r.sync_interval = 20ms;
@@ -118,10 +120,9 @@ class RecorderIntegrationTest : public ::testing::Test {
 // A raw client that sends everything before reading any ack: acks come back in order, the
 // APPLIED ones only once their report is in the recording, and the others wait behind them.
 TEST_F(RecorderIntegrationTest, AppliedReportsAreRecordedBeforeTheirAckAndAcksStayInOrder) {
-  Exporter exporter(Options());
-  exporter.Start();
-  auto stub = v1::Ingest::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(exporter.grpc_port()), grpc::InsecureChannelCredentials()));
+  LoopbackExporter exporter(Options());
+  auto stub = v1::Ingest::NewStub(
+      grpc::CreateChannel(exporter.grpc_address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   auto stream = stub->Stream(&context);
 
@@ -181,7 +182,7 @@ TEST_F(RecorderIntegrationTest, AppliedReportsAreRecordedBeforeTheirAckAndAcksSt
 TEST_F(RecorderIntegrationTest, ReportsResentAfterARestartAreDuplicatesAndRecordedOnce) {
   const auto send = [](Exporter& exporter, uint64_t first, uint64_t last) {
     auto stub = v1::Ingest::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(exporter.grpc_port()), grpc::InsecureChannelCredentials()));
+        testing::LoopbackAddress(exporter.grpc_port()), grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     auto stream = stub->Stream(&context);
     std::vector<v1::Ack::Status> statuses;
@@ -196,12 +197,10 @@ TEST_F(RecorderIntegrationTest, ReportsResentAfterARestartAreDuplicatesAndRecord
     return statuses;
   };
   {
-    Exporter first(Options());
-    first.Start();
+    LoopbackExporter first(Options());
     EXPECT_EQ(send(first, 1, 10), std::vector(10, v1::Ack::STATUS_APPLIED));
   }
-  Exporter second(Options());
-  second.Start();
+  LoopbackExporter second(Options());
   // The agent had no ack for 6..10 (say), and sends them again with the new ones.
   std::vector<v1::Ack::Status> expected(5, v1::Ack::STATUS_DUPLICATE);
   expected.resize(10, v1::Ack::STATUS_APPLIED);
@@ -222,12 +221,10 @@ TEST_F(RecorderIntegrationTest, ReportsResentAfterARestartAreDuplicatesAndRecord
 }
 
 TEST_F(RecorderIntegrationTest, AgentAcrossAnExporterRestartIsRecordedExactlyOnce) {
-  auto first = std::make_unique<Exporter>(Options());
-  first->Start();
-  const int port = first->grpc_port();
-  Uplink uplink(UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(port),
-                              .min_backoff = 20ms,
-                              .max_backoff = 200ms});
+  const ReservedPort port;  // the second exporter listens where the first did
+  auto first = std::make_unique<LoopbackExporter>(Options(), port.port());
+  Uplink uplink(
+      UplinkOptions{.exporter_address = port.address(), .min_backoff = 20ms, .max_backoff = 200ms});
   std::vector<std::unique_ptr<collectors::Collector>> list;
   list.push_back(
       std::make_unique<collectors::SimCollector>(collectors::SimOptions{.devices = 2, .seed = 3}));
@@ -245,8 +242,7 @@ TEST_F(RecorderIntegrationTest, AgentAcrossAnExporterRestartIsRecordedExactlyOnc
   first.reset();  // stops: streams cancelled with reports in flight
   ASSERT_TRUE(WaitFor([&] { return uplink.stats().pending >= 10; }, 20s));
 
-  Exporter second(Options(port));
-  second.Start();
+  LoopbackExporter second(Options(), port.port());
   ASSERT_TRUE(WaitFor([&] { return second.stats().recorder.reports.load() >= 20; }, 20s));
   agent.Stop();
   ASSERT_TRUE(uplink.WaitUntilDrained(20s));
@@ -275,10 +271,8 @@ TEST_F(RecorderIntegrationTest, AgentAcrossAnExporterRestartIsRecordedExactlyOnc
 TEST_F(RecorderIntegrationTest, StreamsEndingWhileTheirReportsAreRecordedAreSafe) {
   ExporterOptions options = Options();
   options.recording->sync_interval = 300ms;
-  Exporter exporter(options);
-  exporter.Start();
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(exporter.grpc_port()),
-                                     grpc::InsecureChannelCredentials());
+  LoopbackExporter exporter(options);
+  auto channel = grpc::CreateChannel(exporter.grpc_address(), grpc::InsecureChannelCredentials());
   auto stub = v1::Ingest::NewStub(channel);
   for (int client = 0; client < 10; ++client) {
     grpc::ClientContext context;
@@ -317,9 +311,8 @@ TEST_F(RecorderIntegrationTest, StreamsEndingWhileTheirReportsAreRecordedAreSafe
 }
 
 TEST_F(RecorderIntegrationTest, TwoExportersCannotRecordIntoOneDirectory) {
-  Exporter first(Options());
-  first.Start();
-  Exporter second(Options());
+  LoopbackExporter first(Options());
+  Exporter second(testing::OnLoopback(Options()));
   try {
     second.Start();
     FAIL() << "expected a startup error";
@@ -330,9 +323,7 @@ TEST_F(RecorderIntegrationTest, TwoExportersCannotRecordIntoOneDirectory) {
 }
 
 TEST(RecorderOff, NoRecordingMetricsWithoutARecording) {
-  Exporter exporter(
-      ExporterOptions{.web_listen_address = "127.0.0.1:0", .grpc_listen_address = "127.0.0.1:0"});
-  exporter.Start();
+  LoopbackExporter exporter;
   const auto body = HttpGet("127.0.0.1", exporter.web_port(), "/metrics").body;
   EXPECT_EQ(body.find("accelmon_exporter_record"), std::string::npos);
   EXPECT_NE(body.find("accelmon_exporter_reports_ingested_total"), std::string::npos);

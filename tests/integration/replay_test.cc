@@ -3,6 +3,7 @@
 #include "daemon/tools/replay.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,7 +12,9 @@
 #include "daemon/exporter/exporter.h"
 #include "daemon/tools/progress.h"
 #include "recording/jsonl.h"
+#include "support/loopback_exporter.h"
 #include "support/temp_dir.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -32,9 +35,7 @@ class ReplayTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = ::accelmon::testing::MakeTempDir("accelmon-replay-test");
-    exporter_ = std::make_unique<Exporter>(
-        ExporterOptions{.web_listen_address = "127.0.0.1:0", .grpc_listen_address = "127.0.0.1:0"});
-    exporter_->Start();
+    exporter_ = std::make_unique<testing::LoopbackExporter>();
   }
   void TearDown() override {
     exporter_->Stop();
@@ -51,12 +52,11 @@ class ReplayTest : public ::testing::Test {
   }
 
   ReplayOptions Options() const {
-    return ReplayOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter_->grpc_port()),
-                         .speed = 0};
+    return ReplayOptions{.exporter_address = exporter_->grpc_address(), .speed = 0};
   }
 
   std::string dir_;
-  std::unique_ptr<Exporter> exporter_;
+  std::unique_ptr<testing::LoopbackExporter> exporter_;
 };
 
 TEST_F(ReplayTest, EveryReportIsAcknowledgedOnItsNodesStream) {
@@ -112,7 +112,8 @@ TEST_F(ReplayTest, ShiftToNowStampsTheFirstReportNow) {
 TEST_F(ReplayTest, AnUnreachableExporterIsAnErrorNotAWait) {
   const std::string path = WriteJsonl({Report("a", 1, 1'000'000'000)});
   ReplayOptions options = Options();
-  exporter_->Stop();  // nothing listens on its port any more
+  const testing::ReservedPort nothing_listens;  // and nothing else can take the port meanwhile
+  options.exporter_address = nothing_listens.address();
   recording::RecordingReader reader(path);
   const ReplayResult r = ReplayToExporter(reader, options);
   ASSERT_EQ(r.errors.size(), 1u);
@@ -141,8 +142,15 @@ TEST(ProgressTest, SilentUnlessDrawingToATerminal) {
     EXPECT_FALSE(quiet.enabled());
     quiet.Update(500, 5);
     Progress drawn("test", 1000, fds[1], /*force=*/true);
-    std::this_thread::sleep_for(std::chrono::milliseconds(120));
-    drawn.Update(500, 5);
+    // It redraws at most every 100 ms: update until it has drawn once, rather than sleeping
+    // past that interval and hoping.
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          drawn.Update(500, 5);
+          pollfd readable{.fd = fds[0], .events = POLLIN, .revents = 0};
+          return ::poll(&readable, 1, 0) == 1;
+        },
+        std::chrono::seconds(10)));
   }
   close(fds[1]);
   std::string out(4096, '\0');
@@ -155,7 +163,7 @@ TEST(ProgressTest, SilentUnlessDrawingToATerminal) {
   EXPECT_NE(out.find("\r\x1b[K"), std::string::npos) << "cleared at the end";
 }
 
-TEST(ProgressTest, HumanUnits) {
+TEST(ProgressTest, BytesAndDurationsInHumanUnits) {
   EXPECT_EQ(HumanBytes(512), "512 B");
   EXPECT_EQ(HumanBytes(3 * 1024 * 1024 / 2), "1.5 MiB");
   EXPECT_EQ(HumanDuration(std::chrono::seconds(3723)), "1h02m03s");

@@ -9,7 +9,7 @@
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
 #include "daemon/agent/spool.h"
-#include "daemon/exporter/exporter.h"
+#include "support/loopback_exporter.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
 
@@ -29,30 +29,16 @@ using testing::WaitFor;
 
 class SpoolUplinkTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::accelmon::testing::MakeTempDir("accelmon-spool-it");
-    // A free port, left unbound while the agent runs without its exporter.
-    ExporterOptions probe_options;
-    probe_options.web_listen_address = "127.0.0.1:0";
-    probe_options.grpc_listen_address = "127.0.0.1:0";
-    Exporter probe(probe_options);
-    probe.Start();
-    port_ = probe.grpc_port();
-  }
+  void SetUp() override { dir_ = ::accelmon::testing::MakeTempDir("accelmon-spool-it"); }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::unique_ptr<Exporter> StartExporter() {
-    ExporterOptions options;
-    options.web_listen_address = "127.0.0.1:0";
-    options.grpc_listen_address = "127.0.0.1:" + std::to_string(port_);
-    auto exporter = std::make_unique<Exporter>(options);
-    exporter->Start();
-    return exporter;
+  std::unique_ptr<testing::LoopbackExporter> StartExporter() {
+    return std::make_unique<testing::LoopbackExporter>(ExporterOptions{}, port_.port());
   }
 
   UplinkOptions Options(Spool* spool) const {
     UplinkOptions options;
-    options.exporter_address = "127.0.0.1:" + std::to_string(port_);
+    options.exporter_address = port_.address();
     options.max_pending = 5;  // memory holds little; the spool holds the rest
     options.min_backoff = 20ms;
     options.max_backoff = 100ms;
@@ -61,7 +47,8 @@ class SpoolUplinkTest : public ::testing::Test {
   }
 
   std::string dir_;
-  int port_ = 0;
+  // The exporter's address, known (and refusing connections) while the agent runs without it.
+  const testing::ReservedPort port_;
 };
 
 TEST_F(SpoolUplinkTest, DeliversWhatMemoryCouldNotHold) {

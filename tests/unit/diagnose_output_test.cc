@@ -86,7 +86,7 @@ TEST(DiagnoseText, TimelineByStartWithEvidenceEndAndCounts) {
             "warning 1\n");
 }
 
-TEST(DiagnoseText, NoFindings) {
+TEST(DiagnoseText, NoFindingsStillReportsDamageAndSkippedReports) {
   std::ostringstream out;
   InputSummary input = Input();
   input.damaged_regions = 1;

@@ -91,7 +91,7 @@ TEST(Hwmon, ParseLabelsFallbacksAndSkips) {
   EXPECT_DOUBLE_EQ(host.power_sensors(0).watts(), 1.5);
 }
 
-TEST(Hwmon, AttributeNames) {
+TEST(Hwmon, PicksTheAttributesItReadsAndParsesHwmonNumbers) {
   EXPECT_TRUE(IsHwmonAttributeOfInterest("name"));
   EXPECT_TRUE(IsHwmonAttributeOfInterest("temp10_input"));
   EXPECT_TRUE(IsHwmonAttributeOfInterest("temp1_label"));

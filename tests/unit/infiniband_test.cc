@@ -86,7 +86,7 @@ TEST(Infiniband, DownPortAndRocePortFromFixture) {
   EXPECT_EQ(roce.errors_total().at("port_xmit_wait"), 123456u);
 }
 
-TEST(Infiniband, ParsesStateIds) {
+TEST(Infiniband, StateIsTheNumberBeforeTheColonAndNothingElseParses) {
   EXPECT_EQ(ParseInfinibandState("4: ACTIVE"), 4u);
   EXPECT_EQ(ParseInfinibandState("1: DOWN\n"), 1u);
   EXPECT_EQ(ParseInfinibandState("5: ACTIVE_DEFER"), 5u);

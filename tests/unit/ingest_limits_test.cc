@@ -8,6 +8,7 @@
 #include "daemon/agent/uplink.h"
 #include "daemon/common/log_limiter.h"
 #include "daemon/exporter/timer_queue.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -54,8 +55,7 @@ TEST(TimerQueue, RunsTasksInTimeOrder) {
         ++ran;
       });
     }
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (ran < 3 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+    EXPECT_TRUE(testing::WaitFor([&] { return ran == 3; }, 10s));
   }
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
 }

@@ -263,7 +263,7 @@ TEST(JsonlTest, ReaderClearsTheReportBetweenLines) {
   EXPECT_EQ(r.agent_version(), "");
 }
 
-TEST(JsonlTest, FileRoundTrip) {
+TEST(JsonlTest, AWrittenFileReadsBackEveryReportUnchanged) {
   const auto path = std::filesystem::path(::testing::TempDir()) / "jsonl_test_file.jsonl";
   JsonlWriter writer;
   std::string out;

@@ -129,7 +129,7 @@ TEST(LogFormatTest, ChecksumIsLevelDbMaskedCrc32OfTypeAndData) {
             FragmentChecksum(FragmentType::kLast, "hello"));
 }
 
-TEST(LogFormatTest, WriterHeaderBytes) {
+TEST(LogFormatTest, WriterHeaderIsChecksumLengthAndTypeLittleEndian) {
   LogWriter writer;
   std::string out;
   writer.AddRecord("abc", &out);
@@ -315,7 +315,7 @@ TEST(LogFormatTest, FlipEveryByteOfTheLastBlock) {
 // Cut anywhere: the records wholly before the cut come back, the rest is a torn tail, never
 // damage. Every offset of the last block and around every fragment and block boundary, and a
 // stride elsewhere (a full sweep reads about size^2 bytes).
-TEST(LogFormatTest, TruncateAnywhere) {
+TEST(LogFormatTest, ASegmentCutAtAnyByteReadsBackItsWholeRecordsAsTorn) {
   const SegmentBuilder b = TortureSegment();
   const std::vector<Written>& written = b.written();
   const uint64_t size = b.bytes().size();

@@ -23,6 +23,7 @@
 #include "collectors/sim.h"
 #include "daemon/exporter/metrics_renderer.h"
 #include "support/golden.h"
+#include "support/wait.h"
 
 namespace accelmon::collectors {
 namespace {
@@ -400,12 +401,7 @@ TEST_F(Nvml, DeviceWithoutHandleIsSkipped) {
 
 // Waits until the hung call returned and the deadline collector answers again.
 bool Recovers(const std::function<bool()>& collect_ok) {
-  const auto until = SteadyClock::now() + std::chrono::seconds(6);
-  while (SteadyClock::now() < until) {
-    if (collect_ok()) return true;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  return false;
+  return testing::WaitFor(collect_ok, std::chrono::seconds(10));
 }
 
 TEST_F(Nvml, HungCallFailsTheTickQuicklyAndOthersStillCollect) {
@@ -475,7 +471,7 @@ TEST(NvmlHelpers, ThrottleReasonsFromBitmask) {
   EXPECT_EQ(NvmlThrottleReasons(1ULL << 40).size(), 9u) << "unknown bits are ignored";
 }
 
-TEST(NvmlHelpers, PcieLaneRates) {
+TEST(NvmlHelpers, PcieLaneBytesPerSecondForGenerations1To5Only) {
   EXPECT_DOUBLE_EQ(*PcieLaneBytesPerSecond(1), 250e6);
   EXPECT_DOUBLE_EQ(*PcieLaneBytesPerSecond(2), 500e6);
   EXPECT_NEAR(*PcieLaneBytesPerSecond(3), 984.6e6, 0.1e6);
@@ -485,7 +481,7 @@ TEST(NvmlHelpers, PcieLaneRates) {
   EXPECT_FALSE(PcieLaneBytesPerSecond(9));
 }
 
-TEST(NvmlHelpers, NormalizePciBusId) {
+TEST(NvmlHelpers, PciBusIdIsLowerCaseWithAFourDigitDomainWhenItFits) {
   EXPECT_EQ(NormalizePciBusId("00000000:1B:00.0"), "0000:1b:00.0");
   EXPECT_EQ(NormalizePciBusId("0000:1B:00.0"), "0000:1b:00.0");
   EXPECT_EQ(NormalizePciBusId("00010000:1B:00.0"), "00010000:1b:00.0") << "a domain over 16 bits";

@@ -306,7 +306,7 @@ TEST(OpenMetricsTimestampTest, SecondsWithMillisecondsThatPromtoolTruncatesBack)
   }
 }
 
-TEST(OpenMetricsFileNameTest, SortableNames) {
+TEST(OpenMetricsFileNameTest, NamesSortByTimeWithZeroPaddedSecondsAndPart) {
   EXPECT_EQ(OpenMetricsWriter::FileName(kWindowStart * 1000, 0), "accelmon-1764676800.om");
   EXPECT_EQ(OpenMetricsWriter::FileName(kWindowStart * 1000, 2), "accelmon-1764676800_002.om");
   EXPECT_EQ(OpenMetricsWriter::FileName(7200000, 0), "accelmon-0000007200.om");

@@ -98,7 +98,7 @@ TEST(RecordCodecTest, UncompressedRecordIsPrefixAndBody) {
   EXPECT_EQ(decoded.body, "body");
 }
 
-TEST(RecordCodecTest, ZstdRoundTrip) {
+TEST(RecordCodecTest, ZstdRecordsShrinkAndDecodeToTheSameBody) {
   std::string body;
   for (uint64_t s = 1; s <= 100; ++s) AppendReportToBatch(Report(s, 50).SerializeAsString(), &body);
   const std::string record = EncodeRecord(RecordKind::kReportBatch, body, Compression::kZstd);

@@ -464,7 +464,10 @@ TEST_F(RecorderTest, CallbacksRunOnlyOnceTheReportIsInTheFile) {
       if (Recorded(sent[static_cast<size_t>(i)])) ++found;
       ++called;
     });
-    if (i % 10 == 0) std::this_thread::sleep_for(5ms);  // spread over several commits
+    // Spread over several commits: each ten wait until the ten before are called back.
+    if (i % 10 == 9) {
+      ASSERT_TRUE(testing::WaitFor([&] { return called.load() == i + 1; }, 30s));
+    }
   }
   ASSERT_TRUE(testing::WaitFor([&] { return called.load() == kReports; }, 30s));
   EXPECT_EQ(found.load(), kReports);

@@ -196,14 +196,14 @@ TEST(ReportValidator, AReportWithEveryFieldSetPasses) {
   EXPECT_EQ(Validate(r), "");
 }
 
-TEST(ReportValidator, MissingIdentity) {
+TEST(ReportValidator, AReportWithoutNodeInstanceSequenceOrTimestampIsRejected) {
   EXPECT_EQ(With([](auto& r) { r.clear_node(); }), "missing_node");
   EXPECT_EQ(With([](auto& r) { r.clear_agent_instance_id(); }), "missing_instance");
   EXPECT_EQ(With([](auto& r) { r.clear_sequence(); }), "missing_sequence");
   EXPECT_EQ(With([](auto& r) { r.clear_timestamp(); }), "missing_timestamp");
 }
 
-TEST(ReportValidator, TimestampInFuture) {
+TEST(ReportValidator, TimestampsBeyondMaxFutureAreRejectedAndThePastIsAccepted) {
   v1::NodeReport r = FullReport();
   r.mutable_timestamp()->set_seconds(1'700'000'000 + 300);
   r.mutable_timestamp()->set_nanos(0);
@@ -220,7 +220,7 @@ TEST(ReportValidator, TimestampInFuture) {
   EXPECT_EQ(Validate(r, {.max_future = seconds(5)}), "timestamp_in_future");
 }
 
-TEST(ReportValidator, LabelTooLong) {
+TEST(ReportValidator, EveryLabelOver128BytesIsRejected) {
   const std::string ok(128, 'x');
   const std::string too_long(129, 'x');
   EXPECT_EQ(With([&](auto& r) { r.set_node(ok); }), "");
@@ -261,7 +261,7 @@ TEST(ReportValidator, LabelTooLong) {
   EXPECT_EQ(With([&](auto& r) { r.mutable_events(0)->set_message(std::string(4096, 'm')); }), "");
 }
 
-TEST(ReportValidator, InvalidUtf8) {
+TEST(ReportValidator, InvalidUtf8InAnyStringIsRejected) {
   EXPECT_EQ(With([](auto& r) { r.set_node("gpu\xff"); }), "invalid_utf8");
   EXPECT_EQ(
       With([](auto& r) { r.mutable_host()->mutable_temperatures(0)->set_sensor("\xc0\xaf"); }),
@@ -275,7 +275,7 @@ TEST(ReportValidator, InvalidUtf8) {
             "invalid_utf8");
 }
 
-TEST(ReportValidator, Utf8Decoder) {
+TEST(ReportValidator, Utf8CheckRefusesOverlongSurrogateAndTruncatedSequences) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("ascii"));
   EXPECT_TRUE(IsValidUtf8("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));  // é € 😀
@@ -350,7 +350,7 @@ TEST(ReportValidator, TooManyDevicesLinksEvents) {
   EXPECT_EQ(Validate(r), "too_many_events");
 }
 
-TEST(ReportValidator, NonFiniteValue) {
+TEST(ReportValidator, NanOrInfinityInAnyValueIsRejected) {
   const double nan = std::nan("");
   const double inf = std::numeric_limits<double>::infinity();
   EXPECT_EQ(With([&](auto& r) { r.mutable_devices(0)->mutable_power()->set_usage_watts(nan); }),
@@ -369,7 +369,7 @@ TEST(ReportValidator, NonFiniteValue) {
             "non_finite_value");
 }
 
-TEST(ReportValidator, ValueOutOfRange) {
+TEST(ReportValidator, PhysicallyImpossibleValuesAreRejected) {
   const std::vector<std::pair<const char*, std::function<void(v1::NodeReport&)>>> cases = {
       {"ratio > 1",
        [](auto& r) { r.mutable_devices(0)->mutable_utilization()->set_compute_ratio(1.01); }},

@@ -126,7 +126,7 @@ TEST(SimScenarioParse, LoadScenarioNamesTheFile) {
   EXPECT_THROW(LoadScenario("/nonexistent/x.yaml"), ScenarioError);
 }
 
-TEST(SimScenarioParse, Durations) {
+TEST(SimScenarioParse, DurationsNeedAUnitAndRejectMalformedNumbers) {
   EXPECT_EQ(ParseScenarioDuration("500ms"), 0.5);
   EXPECT_EQ(ParseScenarioDuration("30s"), 30);
   EXPECT_EQ(ParseScenarioDuration("1.5m"), 90);
@@ -193,7 +193,7 @@ TEST(SimScenario, ThermalSpikeIsBriefAndBelowSlowdown) {
   EXPECT_LT(r[419].devices(0).thermal().core_celsius(), 83) << "cools after 20 s";
 }
 
-TEST(SimScenario, PowerThrottle) {
+TEST(SimScenario, PowerThrottleSetsSwPowerCapForItsDurationOnly) {
   const auto r = Play("faults:\n  - {at: 10s, fault: power_throttle, duration: 10s}\n", 30);
   ExpectHealthyBefore(r, 10);
   EXPECT_TRUE(r[10].devices(0).thermal().throttle_reasons().at("sw_power_cap"));
@@ -299,7 +299,7 @@ TEST(SimScenario, JobEndFreesMemoryThenRestarts) {
   EXPECT_EQ(r[250].devices(1).processes_size(), 1) << "only device 0";
 }
 
-TEST(SimScenario, ThroughputDrop) {
+TEST(SimScenario, ThroughputDropScalesComputeButNotMemory) {
   const auto healthy = Play("", 300);
   const auto r = Play("faults:\n  - {at: 200s, fault: throughput_drop, factor: 0.3}\n", 300);
   ExpectHealthyBefore(r, 200);
@@ -321,7 +321,7 @@ TEST(SimScenario, LeakGrowsUntilFull) {
   EXPECT_EQ(full.used_bytes() + full.free_bytes() + full.reserved_bytes(), full.total_bytes());
 }
 
-TEST(SimScenario, EccBurst) {
+TEST(SimScenario, EccBurstAddsUncorrectedAtOnceAndCorrectedOverItsDuration) {
   const auto r = Play(
       "faults:\n  - {at: 100s, fault: ecc_burst, corrected: 100, uncorrected: 2, duration: 100s}\n",
       300);
@@ -392,13 +392,13 @@ TEST(SimScenario, FirmwareAndOomKill) {
   EXPECT_FALSE(r[20].has_host()) << "host values come from real host collectors";
 }
 
-TEST(SimScenario, NodeFilter) {
+TEST(SimScenario, AFaultForOneNodeLeavesOtherNodesAlone) {
   const std::string yaml = "faults:\n  - {at: 10s, fault: xid, node: sim-1}\n";
   EXPECT_EQ(CountEvents(Play(yaml, 20, 1, "sim-0"), v1::EVENT_KIND_XID), 0);
   EXPECT_EQ(CountEvents(Play(yaml, 20, 1, "sim-1"), v1::EVENT_KIND_XID), 1);
 }
 
-TEST(SimScenario, Deterministic) {
+TEST(SimScenario, TheSameScenarioPlaysTheSameReports) {
   const std::string yaml =
       "faults:\n  - {at: 30s, fault: link_flap, device: all, period: 5s}\n"
       "  - {at: 40s, fault: thermal_ramp, device: 1}\n  - {at: 50s, fault: xid}\n";
@@ -430,7 +430,7 @@ TEST(SimScenario, CountersNeverDecreaseUnderFaults) {
 }
 
 // The shipped scenarios all load and fit an 8-device node.
-TEST(SimScenario, FixturesLoad) {
+TEST(SimScenario, EveryFixtureScenarioLoadsAndChecks) {
   int n = 0;
   for (const auto& entry :
        std::filesystem::directory_iterator(ACCELMON_FIXTURES_DIR "/scenarios")) {

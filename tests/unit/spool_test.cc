@@ -17,6 +17,7 @@
 #include "recording/log_reader.h"
 #include "recording/record_codec.h"
 #include "support/temp_dir.h"
+#include "support/wait.h"
 
 namespace accelmon {
 namespace {
@@ -287,10 +288,14 @@ TEST_F(SpoolTest, DeletesAcknowledgedSegments) {
     Spool spool(Options(uint64_t{1} << 20, 4096), "fresh-id");
     for (uint64_t s = 1; s <= 40; ++s) ASSERT_TRUE(spool.Append(Report(s, 500)));
     const size_t before = spool.segments();
-    // The watermark is persisted (and segments deleted) at most once a second.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-    spool.Acknowledge(20);
-    EXPECT_LT(spool.segments(), before);
+    // The watermark is persisted (and segments deleted) at most once a second: acknowledge until
+    // it is, rather than sleeping past the second.
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          spool.Acknowledge(20);
+          return spool.segments() < before;
+        },
+        std::chrono::seconds(10)));
     EXPECT_EQ(SegmentFiles().size(), spool.segments());
     const auto left = spool.Read(0, UINT64_MAX, 100, nullptr);
     ASSERT_FALSE(left.empty());

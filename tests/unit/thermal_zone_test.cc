@@ -61,7 +61,7 @@ TEST(ThermalZone, ParseConvertsAndRejects) {
   EXPECT_DOUBLE_EQ(host.temperatures(0).celsius(), -5.5);
 }
 
-TEST(ThermalZone, ZoneNumbers) {
+TEST(ThermalZone, ZoneNumberComesOnlyFromThermalZoneDigits) {
   EXPECT_EQ(ThermalZoneNumber("thermal_zone0"), 0u);
   EXPECT_EQ(ThermalZoneNumber("thermal_zone12"), 12u);
   EXPECT_EQ(ThermalZoneNumber("cooling_device0"), std::nullopt);
