@@ -415,8 +415,7 @@ TEST(DiagnosticsOnline, SlowWatcherNeverBlocksIngestAndStopIsClean) {
 }
 
 TEST(DiagnosticsOnline, WatchClientThatNeverReadsHoldsNeitherAcksNorScrapes) {
-  Exporter exporter(LoopbackExporter());
-  exporter.Start();
+  LoopbackExporter exporter(Options());
 
   // Opens the stream and never reads: its flow-control window fills after a few reports.
   auto stub = v1::Query::NewStub(Channel(exporter));
