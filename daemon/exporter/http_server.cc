@@ -1,13 +1,20 @@
 #include "daemon/exporter/http_server.h"
 
+#include <arpa/inet.h>
 #include <civetweb.h>
+#include <netinet/in.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "daemon/exporter/gzip_encoder.h"
@@ -111,6 +118,29 @@ int InitSsl(void* ssl_ctx, void*) {
   return 1;  // civetweb loads nothing more
 }
 
+// Opens and closes a connection to our own listener on loopback, which wakes its poll().
+void PokeListener(int port, bool ipv6) {
+  const int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  if (ipv6) {
+    auto& a = reinterpret_cast<sockaddr_in6&>(address);
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(static_cast<uint16_t>(port));
+    a.sin6_addr = in6addr_loopback;
+    length = sizeof a;
+  } else {
+    auto& a = reinterpret_cast<sockaddr_in&>(address);
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    length = sizeof a;
+  }
+  connect(fd, reinterpret_cast<const sockaddr*>(&address), length);  // refused is fine too
+  close(fd);
+}
+
 // A hash of the same kind to check unknown users against, so their answer takes as long.
 constexpr const char* kDummyBcrypt = "$2b$10$WZZqgg1a3oNs5I3uG9Zs/uu7WsMgWFrPtbOpAJdu2vfiy1BrKdWeC";
 
@@ -149,7 +179,24 @@ HttpServer::HttpServer(const std::string& listen_address, RenderMetricsFn render
   }
 }
 
-HttpServer::~HttpServer() { mg_stop(context_); }
+HttpServer::~HttpServer() {
+  // civetweb's listener thread sees the stop flag only when its poll() returns, which it does
+  // every 2 s when idle: every exporter stop (a restart, every test) waited for that. A
+  // connection to our own port wakes it at once; when the listener is not reachable on loopback
+  // the stop takes the 2 s as before.
+  mg_server_port listener{};
+  const bool poke = mg_get_server_ports(context_, 1, &listener) > 0;
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    mg_stop(context_);
+    stopped = true;
+  });
+  for (int i = 0; poke && !stopped && i < 250; ++i) {
+    PokeListener(listener.port, listener.protocol == 2);  // 1: IPv4, 2: IPv6 (civetweb.h)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stopper.join();
+}
 
 int HttpServer::port() const {
   mg_server_port port{};
