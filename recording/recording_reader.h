@@ -133,7 +133,4 @@ std::vector<std::string> ListSegments(const std::string& dir);
 // "NNNNNNNNNNNNNNNNNNNN.seg": 20 digits and the extension.
 bool IsSegmentFileName(std::string_view name);
 
-// RFC 3339 with milliseconds in UTC, "2024-05-01T03:00:00.123Z".
-std::string FormatTimeNs(int64_t ns);
-
 }  // namespace accelmon::recording

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "accelmon/v1/recording.pb.h"
+#include "proto/time_format.h"
 #include "recording/file_io.h"
 #include "recording/log_format.h"
 #include "recording/log_reader.h"
@@ -316,11 +317,7 @@ void SegmentWriter::OpenSegment() {
   v1::SegmentHeader header;
   header.set_format_version(kFormatVersion);
   header.set_writer(options_.writer);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
-  header.mutable_created()->set_seconds(seconds.count());
-  header.mutable_created()->set_nanos(static_cast<int32_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()));
+  *header.mutable_created() = TimestampFromTimePoint(std::chrono::system_clock::now());
   for (const auto& [node, mark] : watermarks_) {
     v1::NodeWatermark* w = header.add_watermarks();
     w->set_node(node);

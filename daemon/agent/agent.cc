@@ -6,6 +6,7 @@
 #include <random>
 
 #include "daemon/common/version.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 
@@ -48,13 +49,9 @@ v1::NodeReport Agent::CollectOnce() {
   report.set_agent_instance_id(instance_id_);
   report.set_sequence(++sequence_);
   report.set_agent_version(kVersion);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
-  report.mutable_timestamp()->set_seconds(ns / 1'000'000'000);
-  report.mutable_timestamp()->set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
-  const auto interval_ns = std::chrono::nanoseconds(options_.interval).count();
-  report.mutable_interval()->set_seconds(interval_ns / 1'000'000'000);
-  report.mutable_interval()->set_nanos(static_cast<int32_t>(interval_ns % 1'000'000'000));
+  *report.mutable_timestamp() = TimestampFromTimePoint(std::chrono::system_clock::now());
+  *report.mutable_interval() =
+      DurationFromNanos(std::chrono::nanoseconds(options_.interval).count());
 
   collectors_.CollectAll(report);
 
