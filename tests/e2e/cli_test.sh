@@ -7,8 +7,12 @@ for cmd in agent exporter standalone; do
   "$ACCELMON" "$cmd" --help >"$WORK/help.txt" || fail "$cmd --help exited non-zero"
   grep -q -- "--" "$WORK/help.txt" || fail "$cmd --help lists no flags"
 done
-"$ACCELMON" standalone --help | grep -q -- "--web.listen-address" || fail "missing flag in help"
-"$ACCELMON" agent --help | grep -q -- "--exporter.address" || fail "missing flag in help"
+# Help is read from a file: `accelmon ... | grep -q` fails under pipefail when grep exits before
+# the rest of the help is written (SIGPIPE).
+"$ACCELMON" standalone --help >"$WORK/help.txt"
+grep -q -- "--web.listen-address" "$WORK/help.txt" || fail "missing flag in help"
+"$ACCELMON" agent --help >"$WORK/help.txt"
+grep -q -- "--exporter.address" "$WORK/help.txt" || fail "missing flag in help"
 # One pair of flags per host collector, node_exporter's style.
 for cmd in agent standalone; do
   "$ACCELMON" "$cmd" --help >"$WORK/help.txt"
