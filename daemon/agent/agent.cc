@@ -28,9 +28,9 @@ Agent::Agent(AgentOptions options, collectors::CollectorSet collectors, Uplink& 
 Agent::~Agent() { Stop(); }
 
 void Agent::Start() {
-  spdlog::info("agent: node \"{}\", instance {}, {} collector(s), every {}ms, first sequence {}",
-               options_.node, instance_id_, collectors_.size(), options_.interval.count(),
-               sequence_ + 1);
+  spdlog::info("agent: node \"{}\", instance {}, {} collector(s), every {}, first sequence {}",
+               options_.node, instance_id_, collectors_.size(),
+               FormatPrometheusDuration(options_.interval), sequence_ + 1);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -72,8 +72,8 @@ void Agent::Run() {
     const auto now = std::chrono::steady_clock::now();
     if (next < now) {
       // Collection took longer than the interval: skip the missed ticks rather than burst.
-      spdlog::warn("agent: collection overran the {}ms interval; skipping ahead",
-                   options_.interval.count());
+      spdlog::warn("agent: collection overran the {} interval; skipping ahead",
+                   FormatPrometheusDuration(options_.interval));
       next = now + options_.interval;
     }
     std::unique_lock lock(mu_);
