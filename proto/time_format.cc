@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
+#include <limits>
 #include <utility>
 
 namespace accelmon {
@@ -152,6 +155,60 @@ std::string FormatPrometheusDuration(std::chrono::milliseconds d) {
     }
   }
   return std::to_string(d.count()) + "ms";
+}
+
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  struct Unit {
+    std::string_view suffix;
+    int64_t ms;
+  };
+  // Longest suffixes first so "ms" is not read as "m" followed by junk.
+  constexpr Unit kUnits[] = {{"ms", 1},        {"s", 1000},       {"m", 60'000},
+                             {"h", 3'600'000}, {"d", 86'400'000}, {"w", 604'800'000}};
+  int64_t total = 0;
+  while (!text.empty()) {
+    int64_t value = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end == text.data() || value < 0) return std::nullopt;
+    text.remove_prefix(static_cast<size_t>(end - text.data()));
+    const Unit* unit = nullptr;
+    for (const Unit& u : kUnits) {
+      if (text.starts_with(u.suffix)) {
+        unit = &u;
+        break;
+      }
+    }
+    if (unit == nullptr) return std::nullopt;
+    text.remove_prefix(unit->suffix.size());
+    if (value > (std::numeric_limits<int64_t>::max() - total) / unit->ms) return std::nullopt;
+    total += value * unit->ms;
+  }
+  return std::chrono::milliseconds(total);
+}
+
+std::optional<double> ParseSecondsDuration(std::string_view text) {
+  if (text == "0") return 0.0;
+  size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+    ++i;
+  }
+  if (i == 0 || i == text.size()) return std::nullopt;
+  constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"ms", 0.001}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
+  const std::string_view suffix = text.substr(i);
+  const auto unit = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                 [&](const auto& u) { return u.first == suffix; });
+  if (unit == std::end(kUnits)) return std::nullopt;
+  const std::string_view number = text.substr(0, i);
+  if (std::count(number.begin(), number.end(), '.') > 1 || number.front() == '.' ||
+      number.back() == '.') {
+    return std::nullopt;
+  }
+  double value = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || end != number.data() + number.size()) return std::nullopt;
+  return value * unit->second;
 }
 
 }  // namespace accelmon

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace accelmon {
 
@@ -41,9 +42,16 @@ std::optional<int64_t> ParseRfc3339Millis(const std::string& text);
 // A duration for people: "0.3s" under 10 s with a fraction, else whole seconds: "7s", "45s",
 // "6m04s", "1h02m03s" (hours do not roll over into days). Negative is "0s".
 std::string FormatDuration(std::chrono::duration<double> d);
-// A duration as flags take it (daemon/common/flags.h ParseDuration, Prometheus' syntax): the
-// largest unit that divides it exactly, "7d", "2h", "90s", "250ms", so that a flag's value is
-// echoed as it was given.
+// A duration as flags take it (ParseDuration, Prometheus' syntax): the largest unit that divides
+// it exactly, "7d", "2h", "90s", "250ms", so that a flag's value is echoed as it was given.
 std::string FormatPrometheusDuration(std::chrono::milliseconds d);
+
+// A flag's duration, Prometheus' syntax: "1s", "250ms", "10m", "1h30m", "2d", "1w". No
+// fractions, no sign; nothing for anything else (or for more than int64 milliseconds).
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+// A config or scenario file's duration in seconds: a decimal number and one unit, "500ms",
+// "30s", "1.5m", "2h", "1d", or a bare "0". No sign, no exponent; nothing for anything else.
+std::optional<double> ParseSecondsDuration(std::string_view text);
 
 }  // namespace accelmon

@@ -77,6 +77,20 @@ TEST(FormatDuration, ForPeople) {
   EXPECT_EQ(FormatDuration(std::chrono::nanoseconds(2'400'000'000LL)), "2.4s");
 }
 
+TEST(ParseSecondsDuration, ScenarioAndConfigDurations) {
+  EXPECT_EQ(ParseSecondsDuration("500ms"), 0.5);
+  EXPECT_EQ(ParseSecondsDuration("30s"), 30);
+  EXPECT_EQ(ParseSecondsDuration("1.5m"), 90);
+  EXPECT_EQ(ParseSecondsDuration("2h"), 7200);
+  EXPECT_EQ(ParseSecondsDuration("1d"), 86400);
+  EXPECT_EQ(ParseSecondsDuration("0"), 0);
+  EXPECT_EQ(ParseSecondsDuration("0s"), 0);
+  for (const char* bad :
+       {"", "10", "m", "1x", "-1s", "1..5s", ".5s", "1 s", "5.s", "1e3s", "infs", "2 h", "1w"}) {
+    EXPECT_FALSE(ParseSecondsDuration(bad)) << bad;
+  }
+}
+
 TEST(FormatPrometheusDuration, TheLargestExactUnitAsFlagsTakeIt) {
   EXPECT_EQ(FormatPrometheusDuration(std::chrono::hours(24 * 7)), "7d");
   EXPECT_EQ(FormatPrometheusDuration(std::chrono::hours(2)), "2h");
@@ -85,6 +99,10 @@ TEST(FormatPrometheusDuration, TheLargestExactUnitAsFlagsTakeIt) {
   EXPECT_EQ(FormatPrometheusDuration(250ms), "250ms");
   EXPECT_EQ(FormatPrometheusDuration(1500ms), "1500ms");
   EXPECT_EQ(FormatPrometheusDuration(0ms), "0ms");
+  // The inverse of ParseDuration.
+  for (const auto d : {1ms, 250ms, 1500ms, 1000ms, 90'000ms, 3'600'000ms, 604'800'000ms}) {
+    EXPECT_EQ(ParseDuration(FormatPrometheusDuration(d)), d) << d.count();
+  }
 }
 
 }  // namespace
