@@ -196,13 +196,15 @@ void MapPcieLink(Values& values, v1::DeviceTelemetry& out) {
   link.set_name("pcie");
   link.set_index(0);
   link.set_peer("host");
-  if (gts) {
-    if (const auto generation = PcieGeneration(*gts)) link.set_pcie_generation(*generation);
+  // A rate that is no PCIe generation's has no capacity either: absent, not guessed.
+  if (const auto generation = gts ? PcieGeneration(*gts) : std::nullopt) {
+    link.set_pcie_generation(*generation);
   }
   if (width) link.set_pcie_width(static_cast<uint32_t>(*width));
-  if (gts && width) {
-    link.set_max_bandwidth_bytes_per_second(
-        PcieMaxBytesPerSecond(*gts, static_cast<uint32_t>(*width)));
+  if (link.has_pcie_generation() && link.has_pcie_width()) {
+    if (const auto max = PcieMaxBytesPerSecond(link.pcie_generation(), link.pcie_width())) {
+      link.set_max_bandwidth_bytes_per_second(*max);
+    }
   }
 }
 
@@ -317,19 +319,6 @@ std::optional<double> ParsePcieSpeedGts(std::string_view text) {
   const auto gts = ParseDouble(fields[0]);
   if (!gts || !std::isfinite(*gts) || *gts <= 0) return std::nullopt;
   return gts;
-}
-
-std::optional<uint32_t> PcieGeneration(double gts) {
-  constexpr double kRates[] = {2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
-  for (uint32_t i = 0; i < std::size(kRates); ++i) {
-    if (std::abs(gts - kRates[i]) < 0.01) return i + 1;
-  }
-  return std::nullopt;
-}
-
-double PcieMaxBytesPerSecond(double gts, uint32_t width) {
-  const double encoding = gts >= 8.0 ? 128.0 / 130.0 : 8.0 / 10.0;
-  return gts * 1e9 * width * encoding / 8.0;
 }
 
 RasErrorCounts ParseRasErrorCount(std::string_view text) {

@@ -14,6 +14,7 @@
 #include "collectors/collector.h"
 #include "collectors/malformed_input_log.h"
 #include "collectors/path_resolver.h"
+#include "collectors/pcie.h"
 
 namespace accelmon::collectors {
 
@@ -34,12 +35,8 @@ std::string_view UeventValue(std::string_view uevent, std::string_view key);
 // kernels before 4.19); nullopt for "Unknown" and anything else.
 std::optional<double> ParsePcieSpeedGts(std::string_view text);
 
-// PCIe generation of a per-lane rate: 2.5 -> 1, 5 -> 2, 8 -> 3, 16 -> 4, 32 -> 5, 64 -> 6.
-std::optional<uint32_t> PcieGeneration(double gts);
-
-// One direction's capacity in bytes per second: rate x width x line encoding / 8, with 8b/10b
-// below 8 GT/s and 128b/130b from 8 GT/s up.
-double PcieMaxBytesPerSecond(double gts, uint32_t width);
+// The rate's generation and the link's capacity: PcieGeneration and PcieMaxBytesPerSecond
+// (collectors/pcie.h).
 
 // An amdgpu RAS block's error counts, ras/<block>_err_count: "ue: N\nce: M\n" (newer kernels
 // add "de: K", deferred errors, not counted here).

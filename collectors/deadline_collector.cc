@@ -3,6 +3,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "proto/time_format.h"
+
 namespace accelmon::collectors {
 
 struct DeadlineCollector::State {
@@ -81,7 +83,7 @@ void DeadlineCollector::Collect(v1::NodeReport& report) {
   const uint64_t target = state_->completed + 1;
   state_->cv.notify_all();
   if (!state_->cv.wait_for(lock, deadline_, [&] { return state_->completed >= target; })) {
-    throw CollectorError(name_ + ": timed out after " + std::to_string(deadline_.count()) + "ms");
+    throw CollectorError(name_ + ": timed out after " + FormatPrometheusDuration(deadline_));
   }
   if (!state_->error.empty()) {
     if (state_->absent) throw SourceAbsent(state_->error);

@@ -406,9 +406,9 @@ class NvmlCollector final : public Collector {
       l.set_pcie_width(width);
       any = true;
     }
-    if (l.has_pcie_generation() && l.has_pcie_width() && width > 0) {
-      if (const auto lane = PcieLaneBytesPerSecond(gen)) {
-        l.set_max_bandwidth_bytes_per_second(*lane * width);
+    if (l.has_pcie_generation() && l.has_pcie_width()) {
+      if (const auto max = PcieMaxBytesPerSecond(gen, width)) {
+        l.set_max_bandwidth_bytes_per_second(*max);
       }
     }
     if (c.Call(api_.pcie_replay, h, &replay)) {
@@ -523,25 +523,6 @@ std::map<std::string, bool> NvmlThrottleReasons(uint64_t mask) {
   std::map<std::string, bool> out;
   for (const auto& [bit, name] : kReasons) out[name] = (mask & bit) != 0;
   return out;
-}
-
-std::optional<double> PcieLaneBytesPerSecond(unsigned generation) {
-  switch (generation) {
-    case 1:
-      return 2.5e9 * 8 / 10 / 8;  // 2.5 GT/s, 8b/10b
-    case 2:
-      return 5e9 * 8 / 10 / 8;  // 5 GT/s, 8b/10b
-    case 3:
-      return 8e9 * 128 / 130 / 8;  // 8 GT/s, 128b/130b
-    case 4:
-      return 16e9 * 128 / 130 / 8;
-    case 5:
-      return 32e9 * 128 / 130 / 8;
-    case 6:
-      return 64e9 * 242 / 256 / 8;  // 64 GT/s PAM4, FLIT mode: 242 of 256 bytes are TLP/DLLP
-    default:
-      return std::nullopt;
-  }
 }
 
 std::string NormalizePciBusId(std::string_view bus_id) {

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "collectors/collector.h"
+#include "collectors/pcie.h"
 
 namespace accelmon::collectors {
 
@@ -29,8 +30,7 @@ std::unique_ptr<Collector> CreateNvmlCollector(const std::string& library_path,
 // The clock event / throttle reasons bitmask as lower snake case names, each with its state.
 std::map<std::string, bool> NvmlThrottleReasons(uint64_t mask);
 
-// Usable bytes per second of one PCIe lane of `generation` (after line encoding), or nullopt.
-std::optional<double> PcieLaneBytesPerSecond(unsigned generation);
+// A link's capacity from its generation and width: collectors/pcie.h.
 
 // NVML's "00000000:18:00.0" as "0000:18:00.0" (sysfs form, lower case), so NVML ids, NVLink
 // peers and other collectors' PCI addresses compare equal. Unknown shapes pass through.

@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <stdexcept>
 
 #include "collectors/amdgpu.h"
 #include "collectors/buddyinfo.h"
@@ -21,22 +23,61 @@
 
 namespace accelmon::collectors {
 
+namespace {
+
+template <typename T>
+std::unique_ptr<Collector> Make(const PathResolver& paths) {
+  return std::make_unique<T>(paths);
+}
+
+constexpr HostCollectorInfo kHostCollectors[] = {
+    {"meminfo", "Memory use from /proc/meminfo", true, Make<MeminfoCollector>},
+    {"vmstat", "VM counters and OOM kills from /proc/vmstat", true, Make<VmstatCollector>},
+    {"pressure", "Memory pressure stall information from /proc/pressure/memory", true,
+     Make<PressureCollector>},
+    {"buddyinfo", "Free memory blocks per NUMA node, zone and order from /proc/buddyinfo", true,
+     Make<BuddyinfoCollector>},
+    {"netdev", "Network interfaces from /proc/net/dev and /sys/class/net", true,
+     Make<NetdevCollector>},
+    {"infiniband", "InfiniBand and RoCE ports from /sys/class/infiniband", true,
+     Make<InfinibandCollector>},
+    {"thermal_zone", "Temperatures of the kernel's thermal zones from /sys/class/thermal", true,
+     Make<ThermalZoneCollector>},
+    {"hwmon", "Temperature and power sensors of hwmon chips from /sys/class/hwmon", true,
+     Make<HwmonCollector>},
+};
+
+const HostCollectorInfo* FindHostCollector(std::string_view name) {
+  const auto it = std::find_if(std::begin(kHostCollectors), std::end(kHostCollectors),
+                               [&](const HostCollectorInfo& c) { return c.name == name; });
+  return it == std::end(kHostCollectors) ? nullptr : &*it;
+}
+
+}  // namespace
+
+std::span<const HostCollectorInfo> HostCollectors() { return kHostCollectors; }
+
 std::unique_ptr<Collector> CreateHostCollector(std::string_view name, const PathResolver& paths) {
-  if (name == "meminfo") return std::make_unique<MeminfoCollector>(paths);
-  if (name == "vmstat") return std::make_unique<VmstatCollector>(paths);
-  if (name == "pressure") return std::make_unique<PressureCollector>(paths);
-  if (name == "buddyinfo") return std::make_unique<BuddyinfoCollector>(paths);
-  if (name == "netdev") return std::make_unique<NetdevCollector>(paths);
-  if (name == "infiniband") return std::make_unique<InfinibandCollector>(paths);
-  if (name == "thermal_zone") return std::make_unique<ThermalZoneCollector>(paths);
-  if (name == "hwmon") return std::make_unique<HwmonCollector>(paths);
-  return nullptr;
+  const HostCollectorInfo* info = FindHostCollector(name);
+  return info == nullptr ? nullptr : info->create(paths);
+}
+
+bool HostCollectorEnabled(const CollectorConfig& config, std::string_view name) {
+  const HostCollectorInfo* info = FindHostCollector(name);
+  if (info == nullptr) throw std::invalid_argument("no host collector " + std::string(name));
+  const auto it = config.host_collectors.find(name);
+  return it == config.host_collectors.end() ? info->default_enabled : it->second;
 }
 
 std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& config) {
+  for (const auto& entry : config.host_collectors) {
+    if (FindHostCollector(entry.first) == nullptr) {
+      throw std::invalid_argument("no host collector " + entry.first);
+    }
+  }
   std::vector<std::unique_ptr<Collector>> collectors;
-  for (const std::string_view name : kHostCollectors) {
-    collectors.push_back(CreateHostCollector(name, config.paths));
+  for (const HostCollectorInfo& info : kHostCollectors) {
+    if (HostCollectorEnabled(config, info.name)) collectors.push_back(info.create(config.paths));
   }
   if (config.devices) {
     // Each vendor's collector turns itself off when its library or sysfs tree is absent; say so

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +19,10 @@ namespace accelmon::collectors {
 
 struct CollectorConfig {
   PathResolver paths;
+  // Host collectors turned on (true) or off (false) by name, as --collector.<name> and
+  // --no-collector.<name> say; one not named here runs when its default_enabled says so.
+  // CreateCollectors throws std::invalid_argument for a name that is not in HostCollectors().
+  std::map<std::string, bool, std::less<>> host_collectors{};
   int sim_devices = 0;  // --sim N; 0 = no simulated devices
   uint64_t sim_seed = 0;
   std::shared_ptr<const Scenario> sim_scenario{};  // --sim.scenario; null: healthy devices
@@ -30,12 +37,25 @@ struct CollectorConfig {
   PushStore* push = nullptr;
 };
 
-// Every host collector, in the order they run.
-inline constexpr std::string_view kHostCollectors[] = {
-    "meminfo", "vmstat", "pressure", "buddyinfo", "netdev", "infiniband", "thermal_zone", "hwmon"};
+// One host collector: the one place its name, help and default are spelled. The name is the
+// collector's name() (the collector="..." label) and its flags, --collector.<name> and
+// --no-collector.<name>.
+struct HostCollectorInfo {
+  std::string_view name;
+  std::string_view help;  // one line for --help
+  bool default_enabled;   // runs without a flag
+  std::unique_ptr<Collector> (*create)(const PathResolver& paths);
+};
 
-// One host collector by name (one of kHostCollectors), or nullptr.
+// Every host collector, in the order they run: the one list of them.
+std::span<const HostCollectorInfo> HostCollectors();
+
+// One host collector by name (one of HostCollectors()), or nullptr.
 std::unique_ptr<Collector> CreateHostCollector(std::string_view name, const PathResolver& paths);
+
+// Whether the host collector `name` runs under `config`: its entry in config.host_collectors,
+// else its default. Throws std::invalid_argument when no host collector has that name.
+bool HostCollectorEnabled(const CollectorConfig& config, std::string_view name);
 
 // The collectors for this configuration, in the order they run.
 std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& config);

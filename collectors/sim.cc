@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "collectors/push.h"
+#include "proto/time_format.h"
 
 namespace accelmon::collectors {
 namespace {
@@ -51,10 +52,6 @@ std::string Uuid(std::mt19937_64& rng) {
                 static_cast<unsigned>(b >> 48),
                 static_cast<unsigned long long>(b & 0xffffffffffffULL));
   return buf;
-}
-
-int64_t ToNanos(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1'000'000'000LL + t.nanos();
 }
 
 // How far along a ramp of `over_s` seconds is `t_s` seconds in: 0 to 1.

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <utility>
 
+#include "proto/time_format.h"
+
 namespace accelmon::collectors {
 namespace {
 
@@ -166,7 +168,7 @@ class Reader {
 
   double Duration(const YAML::Node& node, const std::string& name) const {
     const std::string text = String(node, name);
-    const auto seconds = ParseScenarioDuration(text);
+    const auto seconds = ParseSecondsDuration(text);
     if (!seconds) {
       Fail(node, name + ": \"" + text + "\" is not a duration (examples: 500ms, 30s, 10m, 2h, 1d)");
     }
@@ -280,25 +282,6 @@ std::string_view FaultKindName(FaultKind kind) {
     if (k == kind) return name;
   }
   return "unknown";
-}
-
-std::optional<double> ParseScenarioDuration(std::string_view text) {
-  if (text == "0") return 0.0;
-  size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
-    ++i;
-  }
-  if (i == 0 || i == text.size()) return std::nullopt;
-  static const std::map<std::string_view, double> kUnits{
-      {"ms", 0.001}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
-  const auto unit = kUnits.find(text.substr(i));
-  if (unit == kUnits.end()) return std::nullopt;
-  const std::string number(text.substr(0, i));
-  if (std::count(number.begin(), number.end(), '.') > 1 || number.front() == '.' ||
-      number.back() == '.') {
-    return std::nullopt;
-  }
-  return std::stod(number) * unit->second;
 }
 
 Scenario ParseScenario(const std::string& yaml_text, const std::string& name_for_errors) {

@@ -90,7 +90,4 @@ Scenario LoadScenario(const std::string& path);
 // The same from text; `name_for_errors` stands for the file in errors.
 Scenario ParseScenario(const std::string& yaml_text, const std::string& name_for_errors);
 
-// "500ms", "30s", "1.5m", "2h", "1d" (a bare "0" too) in seconds; nullopt when malformed.
-std::optional<double> ParseScenarioDuration(std::string_view text);
-
 }  // namespace accelmon::collectors

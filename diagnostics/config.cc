@@ -10,6 +10,8 @@
 #include <sstream>
 #include <variant>
 
+#include "proto/time_format.h"
+
 namespace accelmon::diagnostics {
 namespace {
 
@@ -162,21 +164,10 @@ class Parser {
     return value;
   }
 
-  // "30s", "5m", "2h", "1d", "500ms" or plain seconds.
+  // "30s", "5m", "2h", "1d", "500ms" (ParseSecondsDuration).
   double Duration(const YAML::Node& node, const std::string& name) const {
     const std::string text = Scalar(node, name, "a duration such as 30s, 5m or 2h");
-    static const std::pair<std::string_view, double> kUnits[] = {
-        {"ms", 1e-3}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
-    for (const auto& [suffix, scale] : kUnits) {
-      if (text.size() <= suffix.size() || !text.ends_with(suffix)) continue;
-      const std::string_view digits(text.data(), text.size() - suffix.size());
-      if (suffix == "s" && digits.ends_with('m')) continue;  // "500ms"
-      double value = 0;
-      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-      if (ec == std::errc() && end == digits.data() + digits.size() && value >= 0) {
-        return value * scale;
-      }
-    }
+    if (const auto seconds = ParseSecondsDuration(text)) return *seconds;
     Fail(node, name + " must be a duration such as 30s, 5m or 2h, not \"" + text + "\"");
   }
 

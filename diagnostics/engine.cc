@@ -7,17 +7,6 @@
 namespace accelmon::diagnostics {
 namespace {
 
-void SetTimestamp(int64_t ns, google::protobuf::Timestamp* t) {
-  int64_t seconds = ns / 1'000'000'000;
-  int64_t nanos = ns % 1'000'000'000;
-  if (nanos < 0) {
-    nanos += 1'000'000'000;
-    --seconds;
-  }
-  t->set_seconds(seconds);
-  t->set_nanos(static_cast<int32_t>(nanos));
-}
-
 int SeverityRank(std::string_view severity) { return severity == kCritical ? 2 : 1; }
 
 }  // namespace
@@ -64,7 +53,7 @@ class Engine::Context final : public RuleContext {
       f.set_device(subject.device);
       f.set_device_uuid(subject.device_uuid);
       f.set_link(subject.link);
-      SetTimestamp(std::min(raised.start_ns.value_or(now_ns_), now_ns_), f.mutable_start());
+      *f.mutable_start() = TimestampFromNanos(std::min(raised.start_ns.value_or(now_ns_), now_ns_));
       f.set_summary(std::move(raised.summary));
       for (v1::Evidence& e : raised.evidence) *f.add_evidence() = std::move(e);
       f.set_plot(std::string(raised.plot));
@@ -104,10 +93,6 @@ Subject DeviceSubject(const v1::DeviceTelemetry& device, std::string_view link) 
 std::string DeviceKey(const v1::DeviceTelemetry& device) {
   return device.identity().uuid().empty() ? "#" + std::to_string(device.identity().index())
                                           : device.identity().uuid();
-}
-
-int64_t ToNanos(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1'000'000'000LL + t.nanos();
 }
 
 v1::Evidence NumberEvidence(std::string_view name, double value, std::string_view unit) {
@@ -174,7 +159,7 @@ void Engine::Process(const v1::NodeReport& report) {
       ++open;
       continue;
     }
-    SetTimestamp(now_ns, open->second.finding.mutable_end());
+    *open->second.finding.mutable_end() = TimestampFromNanos(now_ns);
     ++stats_.closed;
     if (listener_) listener_(Change::kClosed, open->second.finding);
     open = state.open.erase(open);
@@ -197,7 +182,8 @@ void Engine::ForgetNode(const std::string& node, int64_t now_ns) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   for (auto& [key, open] : it->second->open) {
-    SetTimestamp(std::max(now_ns, ToNanos(open.finding.start())), open.finding.mutable_end());
+    *open.finding.mutable_end() =
+        TimestampFromNanos(std::max(now_ns, ToNanos(open.finding.start())));
     ++stats_.closed;
     if (listener_) listener_(Change::kClosed, open.finding);
   }

@@ -19,6 +19,7 @@
 #include "accelmon/v1/diagnostics.pb.h"
 #include "accelmon/v1/telemetry.pb.h"
 #include "diagnostics/config.h"
+#include "proto/time_format.h"
 
 namespace accelmon::diagnostics {
 
@@ -38,8 +39,8 @@ Subject DeviceSubject(const v1::DeviceTelemetry& device, std::string_view link =
 // How rules key per-device state across reports: the UUID, or "#index" without one.
 std::string DeviceKey(const v1::DeviceTelemetry& device);
 
-// Nanoseconds since the epoch.
-int64_t ToNanos(const google::protobuf::Timestamp& t);
+// Nanoseconds since the epoch: the one ToNanos (proto/time_format.h), also by this name.
+using accelmon::ToNanos;
 
 // Evidence constructors.
 v1::Evidence NumberEvidence(std::string_view name, double value, std::string_view unit);

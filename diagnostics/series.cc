@@ -3,12 +3,10 @@
 #include <charconv>
 #include <limits>
 
+#include "proto/time_format.h"
+
 namespace accelmon::diagnostics {
 namespace {
-
-int64_t Nanos(const google::protobuf::Timestamp& t) {
-  return t.seconds() * 1'000'000'000LL + t.nanos();
-}
 
 const v1::DeviceTelemetry* FindDevice(const v1::NodeReport& report, const v1::Finding& f) {
   if (!f.device_uuid().empty()) {
@@ -117,9 +115,9 @@ std::string_view PlotUnit(std::string_view metric) {
 SeriesCollector::SeriesCollector(std::span<const v1::Finding> findings, int64_t margin_ns) {
   tracks_.reserve(findings.size());
   for (const v1::Finding& f : findings) {
-    const int64_t start = Nanos(f.start());
+    const int64_t start = ToNanos(f.start());
     const int64_t to =
-        f.has_end() ? Nanos(f.end()) + margin_ns : std::numeric_limits<int64_t>::max();
+        f.has_end() ? ToNanos(f.end()) + margin_ns : std::numeric_limits<int64_t>::max();
     by_node_[f.node()].push_back(tracks_.size());
     tracks_.push_back(Track{.finding = &f,
                             .from_ns = start - margin_ns,
@@ -133,7 +131,7 @@ SeriesCollector::SeriesCollector(std::span<const v1::Finding> findings, int64_t 
 void SeriesCollector::Add(const v1::NodeReport& report) {
   const auto node = by_node_.find(report.node());
   if (node == by_node_.end()) return;
-  const int64_t now = Nanos(report.timestamp());
+  const int64_t now = ToNanos(report.timestamp());
   auto [last, inserted] = last_ns_.try_emplace(report.node(), now);
   if (!inserted) {
     if (now <= last->second) return;  // as the engine: rules saw only time-ordered reports

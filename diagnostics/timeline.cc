@@ -10,13 +10,13 @@
 #include <map>
 #include <tuple>
 
+#include "proto/time_format.h"
+
 namespace accelmon::diagnostics {
 namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
 constexpr int64_t kMinute = 60 * kSecond;
-
-int64_t Nanos(const google::protobuf::Timestamp& t) { return t.seconds() * kSecond + t.nanos(); }
 
 std::tm UtcTm(int64_t ns) {
   int64_t seconds = ns / kSecond;
@@ -184,7 +184,7 @@ std::string InputLine(const InputSummary& in) {
                   Plural(in.nodes, "node", "nodes");
   if (in.first_ns && in.last_ns) {
     s += ", " + FormatRfc3339(*in.first_ns) + " .. " + FormatRfc3339(*in.last_ns) + " (" +
-         FormatDuration(*in.last_ns - *in.first_ns) + ")";
+         FormatDuration(std::chrono::nanoseconds(*in.last_ns - *in.first_ns)) + ")";
   }
   if (in.damaged_regions > 0) {
     s += "; DAMAGED: " + Plural(in.damaged_regions, "region", "regions") + ", " +
@@ -251,9 +251,9 @@ int64_t TimeStep(int64_t span_ns) {
 void WritePlot(std::ostream& out, const v1::Finding& f, const InputSummary& input,
                const std::vector<SeriesPoint>& points) {
   const std::string_view unit = PlotUnit(f.plot());
-  const int64_t start = Nanos(f.start());
+  const int64_t start = ToNanos(f.start());
   const int64_t x0 = start - SeriesCollector::kDefaultMarginNs;
-  int64_t x1 = f.has_end() ? Nanos(f.end()) + SeriesCollector::kDefaultMarginNs
+  int64_t x1 = f.has_end() ? ToNanos(f.end()) + SeriesCollector::kDefaultMarginNs
                            : input.last_ns.value_or(start);
   // Points are what the collector kept; the axis must hold them even when the input ran on.
   if (!points.empty()) x1 = std::max(x1, points.back().time_ns);
@@ -289,7 +289,7 @@ void WritePlot(std::ostream& out, const v1::Finding& f, const InputSummary& inpu
       << Html(f.plot()) << "\">\n";
   // The finding's span, shaded.
   const double span_from = x(std::max(start, x0));
-  const double span_to = x(std::min(f.has_end() ? Nanos(f.end()) : x1, x1));
+  const double span_to = x(std::min(f.has_end() ? ToNanos(f.end()) : x1, x1));
   out << "<rect class=\"span " << Html(f.severity()) << "\" x=\"" << Fixed(span_from) << "\" y=\""
       << kTop << "\" width=\"" << Fixed(std::max(span_to - span_from, 1.0)) << "\" height=\""
       << plot_h << "\"/>\n";
@@ -356,41 +356,10 @@ svg .span{fill:#f5c542;fill-opacity:.25}svg .span.critical{fill:#e0453a;fill-opa
 
 }  // namespace
 
-std::string FormatRfc3339(int64_t ns) {
-  const std::tm tm = UtcTm(ns);
-  int64_t ms = ns % kSecond / 1'000'000;
-  if (ms < 0) ms += 1000;
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  return buf;
-}
-
-std::string FormatDuration(int64_t ns) {
-  const double s = std::max(0.0, static_cast<double>(ns) / 1e9);
-  char buf[96];
-  if (s < 10 && std::fmod(s, 1.0) != 0) {
-    std::snprintf(buf, sizeof buf, "%.1fs", s);
-    return buf;
-  }
-  const auto total = static_cast<long long>(std::llround(s));
-  const long long h = total / 3600;
-  const long long m = total / 60 % 60;
-  const long long sec = total % 60;
-  if (h > 0) {
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm%02llds", h, m, sec);
-  } else if (m > 0) {
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", m, sec);
-  } else {
-    std::snprintf(buf, sizeof buf, "%llds", sec);
-  }
-  return buf;
-}
-
 void SortFindings(std::vector<v1::Finding>& findings) {
   std::stable_sort(findings.begin(), findings.end(), [](const auto& a, const auto& b) {
-    return std::tuple(Nanos(a.start()), a.node(), a.rule(), a.device(), a.link()) <
-           std::tuple(Nanos(b.start()), b.node(), b.rule(), b.device(), b.link());
+    return std::tuple(ToNanos(a.start()), a.node(), a.rule(), a.device(), a.link()) <
+           std::tuple(ToNanos(b.start()), b.node(), b.rule(), b.device(), b.link());
   });
 }
 
@@ -404,14 +373,14 @@ void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
   for (const v1::Finding& f : findings) {
     char severity[16];
     std::snprintf(severity, sizeof severity, "%-8s", Upper(f.severity()).c_str());
-    out << FormatRfc3339(Nanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
+    out << FormatRfc3339(ToNanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
         << Subject(f) << "  " << f.summary() << '\n';
     for (const v1::Evidence& e : f.evidence()) out << "    " << EvidenceText(e) << '\n';
     if (f.has_end()) {
-      const int64_t start = Nanos(f.start());
-      const int64_t end = Nanos(f.end());
+      const int64_t start = ToNanos(f.start());
+      const int64_t end = ToNanos(f.end());
       out << "    ended " << (SameDay(start, end) ? TimeOfDay(end) : FormatRfc3339(end)) << " ("
-          << FormatDuration(end - start) << ")\n";
+          << FormatDuration(std::chrono::nanoseconds(end - start)) << ")\n";
     } else {
       out << "    still open\n";
     }
@@ -436,8 +405,8 @@ void WriteJson(std::ostream& out, std::span<const v1::Finding> findings,
     out << "{\"rule\": " << JsonString(f.rule()) << ", \"severity\": " << JsonString(f.severity())
         << ", \"node\": " << JsonString(f.node()) << ", \"device\": " << JsonString(f.device())
         << ", \"link\": " << JsonString(f.link())
-        << ", \"start\": " << JsonString(FormatRfc3339(Nanos(f.start()))) << ", \"end\": "
-        << (f.has_end() ? JsonString(FormatRfc3339(Nanos(f.end()))) : std::string("null"))
+        << ", \"start\": " << JsonString(FormatRfc3339(ToNanos(f.start()))) << ", \"end\": "
+        << (f.has_end() ? JsonString(FormatRfc3339(ToNanos(f.end()))) : std::string("null"))
         << ", \"summary\": " << JsonString(f.summary()) << ", \"evidence\": [";
     for (int i = 0; i < f.evidence_size(); ++i) {
       const v1::Evidence& e = f.evidence(i);
@@ -471,13 +440,14 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
          "<th>summary</th><th>end</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < findings.size(); ++i) {
     const v1::Finding& f = findings[i];
-    const int64_t start = Nanos(f.start());
+    const int64_t start = ToNanos(f.start());
     out << "<tr><td><a href=\"#f" << i << "\">" << FormatRfc3339(start) << "</a></td><td class=\""
         << Html(f.severity()) << "\">" << Html(f.severity()) << "</td><td><code>" << Html(f.rule())
         << "</code></td><td>" << Html(Subject(f)) << "</td><td>" << Html(f.summary())
         << "</td><td>";
     if (f.has_end()) {
-      out << FormatRfc3339(Nanos(f.end())) << " (" << FormatDuration(Nanos(f.end()) - start) << ")";
+      out << FormatRfc3339(ToNanos(f.end())) << " ("
+          << FormatDuration(std::chrono::nanoseconds(ToNanos(f.end()) - start)) << ")";
     } else {
       out << "still open";
     }

@@ -46,9 +46,4 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
 // The order the writers print in: by start, node, rule, device, link.
 void SortFindings(std::vector<v1::Finding>& findings);
 
-// RFC 3339 with milliseconds in UTC.
-std::string FormatRfc3339(int64_t ns);
-// "6m04s", "1h02m03s", "12s", "0.5s".
-std::string FormatDuration(int64_t ns);
-
 }  // namespace accelmon::diagnostics

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <string>
 
+#include "proto/time_format.h"
+
 namespace accelmon::recording {
 namespace {
 
@@ -82,11 +84,7 @@ v1::SegmentHeader NewSegmentHeader(std::string_view writer) {
   v1::SegmentHeader header;
   header.set_format_version(kFormatVersion);
   header.set_writer(std::string(writer));
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(now);
-  header.mutable_created()->set_seconds(seconds.count());
-  header.mutable_created()->set_nanos(static_cast<int32_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now - seconds).count()));
+  *header.mutable_created() = TimestampFromTimePoint(std::chrono::system_clock::now());
   return header;
 }
 

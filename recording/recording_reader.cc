@@ -8,12 +8,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <limits>
 
 #include "accelmon/v1/recording.pb.h"
+#include "proto/time_format.h"
 #include "recording/jsonl.h"
 #include "recording/log_format.h"
 #include "recording/record_codec.h"
@@ -21,14 +21,9 @@
 namespace accelmon::recording {
 namespace {
 
-int64_t TimestampNs(const v1::NodeReport& report) {
-  if (!report.has_timestamp()) return 0;
-  return report.timestamp().seconds() * 1'000'000'000 + report.timestamp().nanos();
-}
-
 void NoteTime(const v1::NodeReport& report, SegmentSummary& segment) {
   if (!report.has_timestamp()) return;
-  const int64_t ns = TimestampNs(report);
+  const int64_t ns = ToNanos(report.timestamp());
   if (!segment.first_time_ns || ns < *segment.first_time_ns) segment.first_time_ns = ns;
   if (!segment.last_time_ns || ns > *segment.last_time_ns) segment.last_time_ns = ns;
 }
@@ -445,19 +440,6 @@ std::vector<std::string> ListSegments(const std::string& dir) {
   for (const std::string& name : names)
     paths.push_back((std::filesystem::path(dir) / name).string());
   return paths;
-}
-
-std::string FormatTimeNs(int64_t ns) {
-  const int64_t seconds = ns >= 0 ? ns / 1'000'000'000 : (ns - 999'999'999) / 1'000'000'000;
-  const int64_t millis = (ns - seconds * 1'000'000'000) / 1'000'000;
-  const std::time_t t = static_cast<std::time_t>(seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(millis));
-  return buf;
 }
 
 RecordingReader::RecordingReader(const std::string& input, ReaderOptions options)

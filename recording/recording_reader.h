@@ -135,7 +135,4 @@ bool IsSegmentFileName(std::string_view name);
 // The index of a segment file name ("00000000000000000042.seg": 42); nothing for other names.
 std::optional<uint64_t> SegmentFileIndex(std::string_view name);
 
-// RFC 3339 with milliseconds in UTC, "2024-05-01T03:00:00.123Z".
-std::string FormatTimeNs(int64_t ns);
-
 }  // namespace accelmon::recording

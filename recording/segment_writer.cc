@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "accelmon/v1/recording.pb.h"
+#include "proto/time_format.h"
 #include "recording/file_io.h"
 #include "recording/log_format.h"
 #include "recording/log_reader.h"

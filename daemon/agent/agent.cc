@@ -6,6 +6,7 @@
 #include <random>
 
 #include "daemon/common/version.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 
@@ -27,9 +28,9 @@ Agent::Agent(AgentOptions options, collectors::CollectorSet collectors, Uplink& 
 Agent::~Agent() { Stop(); }
 
 void Agent::Start() {
-  spdlog::info("agent: node \"{}\", instance {}, {} collector(s), every {}ms, first sequence {}",
-               options_.node, instance_id_, collectors_.size(), options_.interval.count(),
-               sequence_ + 1);
+  spdlog::info("agent: node \"{}\", instance {}, {} collector(s), every {}, first sequence {}",
+               options_.node, instance_id_, collectors_.size(),
+               FormatPrometheusDuration(options_.interval), sequence_ + 1);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -48,13 +49,9 @@ v1::NodeReport Agent::CollectOnce() {
   report.set_agent_instance_id(instance_id_);
   report.set_sequence(++sequence_);
   report.set_agent_version(kVersion);
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
-  report.mutable_timestamp()->set_seconds(ns / 1'000'000'000);
-  report.mutable_timestamp()->set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
-  const auto interval_ns = std::chrono::nanoseconds(options_.interval).count();
-  report.mutable_interval()->set_seconds(interval_ns / 1'000'000'000);
-  report.mutable_interval()->set_nanos(static_cast<int32_t>(interval_ns % 1'000'000'000));
+  *report.mutable_timestamp() = TimestampFromTimePoint(std::chrono::system_clock::now());
+  *report.mutable_interval() =
+      DurationFromNanos(std::chrono::nanoseconds(options_.interval).count());
 
   collectors_.CollectAll(report);
 
@@ -75,8 +72,8 @@ void Agent::Run() {
     const auto now = std::chrono::steady_clock::now();
     if (next < now) {
       // Collection took longer than the interval: skip the missed ticks rather than burst.
-      spdlog::warn("agent: collection overran the {}ms interval; skipping ahead",
-                   options_.interval.count());
+      spdlog::warn("agent: collection overran the {} interval; skipping ahead",
+                   FormatPrometheusDuration(options_.interval));
       next = now + options_.interval;
     }
     std::unique_lock lock(mu_);

@@ -70,6 +70,22 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
                  "Forget a process that has not pushed for this long (or whose pid is gone)")
       ->check(kDuration)
       ->capture_default_str();
+  // node_exporter's style: a pair of flags per host collector, generated from the one list.
+  // Triggered as parsed, so that the last of --collector.X and --no-collector.X given wins.
+  for (const collectors::HostCollectorInfo& info : collectors::HostCollectors()) {
+    const std::string name(info.name);
+    cmd.add_flag_callback(
+           "--collector." + name, [&f, name] { f.host_collectors[name] = true; },
+           fmt::format("{} (default: {})", info.help,
+                       info.default_enabled ? "enabled" : "disabled"))
+        ->trigger_on_parse()
+        ->group("Collectors");
+    cmd.add_flag_callback(
+           "--no-collector." + name, [&f, name] { f.host_collectors[name] = false; },
+           fmt::format("Do not run the {} collector", name))
+        ->trigger_on_parse()
+        ->group("Collectors");
+  }
 }
 
 void NotePushSocketSet(const CLI::App& cmd, CollectorFlags& f) {
@@ -124,10 +140,12 @@ bool LoadSimScenario(const CollectorFlags& f,
   return true;
 }
 
-collectors::CollectorSet MakeCollectors(const CollectorFlags& f, collectors::PushStore* push,
-                                        std::shared_ptr<const collectors::Scenario> scenario) {
-  collectors::CollectorConfig config{
+collectors::CollectorConfig MakeCollectorConfig(
+    const CollectorFlags& f, collectors::PushStore* push,
+    std::shared_ptr<const collectors::Scenario> scenario) {
+  return collectors::CollectorConfig{
       .paths = collectors::PathResolver(f.procfs, f.sysfs),
+      .host_collectors = f.host_collectors,
       .sim_devices = f.sim_devices,
       .sim_seed = f.sim_seed.value_or(collectors::SimSeedForNode(f.node_name)),
       .sim_scenario = std::move(scenario),
@@ -137,7 +155,12 @@ collectors::CollectorSet MakeCollectors(const CollectorFlags& f, collectors::Pus
       .dcmi_library = f.dcmi_library,
       .device_timeout = *ParseDuration(f.device_timeout),
       .push = push};
-  return collectors::CollectorSet(collectors::CreateCollectors(config));
+}
+
+collectors::CollectorSet MakeCollectors(const CollectorFlags& f, collectors::PushStore* push,
+                                        std::shared_ptr<const collectors::Scenario> scenario) {
+  return collectors::CollectorSet(
+      collectors::CreateCollectors(MakeCollectorConfig(f, push, std::move(scenario))));
 }
 
 AgentOptions ToAgentOptions(const CollectorFlags& f) {

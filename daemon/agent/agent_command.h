@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +39,10 @@ struct CollectorFlags {
   std::string dcmi_library = "libdcmi.so";
   std::string device_timeout = "2s";
   PushFlags push{};
+  // --collector.<name> (true) and --no-collector.<name> (false), one pair per host collector in
+  // collectors::HostCollectors(); the last one given for a name wins, and a collector not named
+  // runs by its default.
+  std::map<std::string, bool, std::less<>> host_collectors{};
 };
 
 // The flags of everything that collects on a node (agent and standalone). `f.node_name` is the
@@ -62,6 +68,11 @@ bool StartPush(const CollectorFlags& f, Push& push);
 // when it is bad; `scenario` stays null without the flag.
 bool LoadSimScenario(const CollectorFlags& f,
                      std::shared_ptr<const collectors::Scenario>& scenario);
+
+// What MakeCollectors builds from the flags (device collectors included).
+collectors::CollectorConfig MakeCollectorConfig(
+    const CollectorFlags& f, collectors::PushStore* push = nullptr,
+    std::shared_ptr<const collectors::Scenario> scenario = nullptr);
 
 collectors::CollectorSet MakeCollectors(
     const CollectorFlags& f, collectors::PushStore* push = nullptr,

@@ -21,36 +21,6 @@ std::optional<uint64_t> ParseByteSize(std::string_view text) {
   return std::nullopt;
 }
 
-std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  if (text.empty()) return std::nullopt;
-  struct Unit {
-    std::string_view suffix;
-    int64_t ms;
-  };
-  // Longest suffixes first so "ms" is not read as "m" followed by junk.
-  constexpr Unit kUnits[] = {{"ms", 1},        {"s", 1000},       {"m", 60'000},
-                             {"h", 3'600'000}, {"d", 86'400'000}, {"w", 604'800'000}};
-  int64_t total = 0;
-  while (!text.empty()) {
-    int64_t value = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc() || end == text.data() || value < 0) return std::nullopt;
-    text.remove_prefix(static_cast<size_t>(end - text.data()));
-    const Unit* unit = nullptr;
-    for (const Unit& u : kUnits) {
-      if (text.starts_with(u.suffix)) {
-        unit = &u;
-        break;
-      }
-    }
-    if (unit == nullptr) return std::nullopt;
-    text.remove_prefix(unit->suffix.size());
-    if (value > (std::numeric_limits<int64_t>::max() - total) / unit->ms) return std::nullopt;
-    total += value * unit->ms;
-  }
-  return std::chrono::milliseconds(total);
-}
-
 std::string HostPort::ToString(std::string_view any_host) const {
   std::string h = host.empty() ? std::string(any_host) : host;
   if (ipv6) h = "[" + h + "]";

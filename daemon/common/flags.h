@@ -7,10 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "proto/time_format.h"
+
 namespace accelmon {
 
-// Parses a Prometheus-style duration: "1s", "250ms", "10m", "1h30m", "2d". No fractions, no sign.
-std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
+// ParseDuration, the flags' duration syntax, is in proto/time_format.h with its inverse.
 
 // Parses a byte size: "1048576", "512KiB", "256MiB", "1GiB" (powers of 1024; B, KiB, MiB, GiB,
 // TiB). No fractions, no sign.

@@ -10,6 +10,7 @@
 #include "daemon/exporter/ingest_service.h"
 #include "daemon/exporter/metrics_renderer.h"
 #include "daemon/exporter/query_service.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 namespace {
@@ -23,16 +24,6 @@ std::string FormatBytes(uint64_t bytes) {
       return fmt::format("{}{}", bytes >> shift, name);
   }
   return fmt::format("{}B", bytes);
-}
-
-// "7d", "100ms", "90s".
-std::string FormatDuration(std::chrono::milliseconds d) {
-  constexpr std::pair<const char*, int64_t> kUnits[] = {
-      {"d", 86'400'000}, {"h", 3'600'000}, {"m", 60'000}, {"s", 1000}};
-  for (const auto& [name, ms] : kUnits) {
-    if (d.count() != 0 && d.count() % ms == 0) return fmt::format("{}{}", d.count() / ms, name);
-  }
-  return fmt::format("{}ms", d.count());
 }
 
 }  // namespace
@@ -114,8 +105,9 @@ void Exporter::StartRecording() {
       "compression {})",
       o.recording.dir, FormatBytes(o.recording.segment_bytes),
       o.recording.max_bytes == 0 ? "no limit" : FormatBytes(o.recording.max_bytes),
-      o.recording.retention.count() == 0 ? "forever" : FormatDuration(o.recording.retention),
-      FormatDuration(o.sync_interval),
+      o.recording.retention.count() == 0 ? "forever"
+                                         : FormatPrometheusDuration(o.recording.retention),
+      FormatPrometheusDuration(o.sync_interval),
       o.recording.compression == recording::Compression::kZstd
           ? fmt::format("zstd level {}", o.recording.zstd_level)
           : std::string("none"));

@@ -144,7 +144,7 @@ int Diagnose(const DiagnoseOptions& o) {
   while (const v1::NodeReport* report = reader->Next()) {
     engine.Process(*report);
     if (nodes.find(report->node()) == nodes.end()) nodes.insert(report->node());
-    const int64_t t = diagnostics::ToNanos(report->timestamp());
+    const int64_t t = ToNanos(report->timestamp());
     if (!summary.first_ns || t < *summary.first_ns) summary.first_ns = t;
     if (!summary.last_ns || t > *summary.last_ns) summary.last_ns = t;
     const auto& damage = reader->summary().damage;

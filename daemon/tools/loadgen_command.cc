@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "daemon/common/cli_validators.h"
+#include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
 
 namespace accelmon {
@@ -66,7 +67,7 @@ std::optional<int> RunLoadgenCommand(LoadgenCommand& c) {
   const LoadgenResult result = RunLoadgen(c.options);
   std::fputs(FormatLoadgenResult(c.options, result).c_str(), stdout);
   std::fflush(stdout);
-  return result.errors.empty() ? 0 : 1;
+  return result.errors.empty() ? kExitOk : kExitFailure;
 }
 
 SubcommandRunner RegisterLoadgenCommand(CLI::App& app) {

@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "daemon/exporter/metrics_renderer.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 namespace {
@@ -221,7 +222,7 @@ void OpenMetricsWriter::Add(const v1::NodeReport& report) {
     ++summary_.reports_without_timestamp;
     return;
   }
-  const int64_t ts_ms = report.timestamp().seconds() * 1000 + report.timestamp().nanos() / 1000000;
+  const int64_t ts_ms = ToMillis(report.timestamp());
   const int64_t window = FloorDiv(ts_ms, kWindowMs);
   const auto offset = static_cast<uint32_t>(ts_ms - window * kWindowMs);
   Window& w = OpenWindow(window);
@@ -229,8 +230,7 @@ void OpenMetricsWriter::Add(const v1::NodeReport& report) {
 
   // Rendered as the exporter would right after receiving it: accelmon_node_up is 1.
   const Clock::time_point at{std::chrono::duration_cast<Clock::duration>(
-      std::chrono::seconds(report.timestamp().seconds()) +
-      std::chrono::nanoseconds(report.timestamp().nanos()))};
+      std::chrono::nanoseconds(ToNanos(report.timestamp())))};
   // A non-owning pointer: the report outlives the call.
   const std::shared_ptr<const v1::NodeReport> unowned(std::shared_ptr<const v1::NodeReport>(),
                                                       &report);

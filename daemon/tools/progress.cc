@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "proto/time_format.h"
+
 namespace accelmon {
 namespace {
 
@@ -60,29 +62,6 @@ std::string HumanBytes(uint64_t bytes) {
   return buf;
 }
 
-std::string HumanDuration(std::chrono::duration<double> d) {
-  const double s = std::max(0.0, d.count());
-  char buf[32];
-  if (s < 10) {
-    std::snprintf(buf, sizeof buf, "%.1fs", s);
-    return buf;
-  }
-  const auto total = static_cast<uint64_t>(std::llround(s));
-  const uint64_t h = total / 3600;
-  const uint64_t m = total / 60 % 60;
-  const uint64_t sec = total % 60;
-  if (h > 0) {
-    std::snprintf(buf, sizeof buf, "%lluh%02llum%02llus", static_cast<unsigned long long>(h),
-                  static_cast<unsigned long long>(m), static_cast<unsigned long long>(sec));
-  } else if (m > 0) {
-    std::snprintf(buf, sizeof buf, "%llum%02llus", static_cast<unsigned long long>(m),
-                  static_cast<unsigned long long>(sec));
-  } else {
-    std::snprintf(buf, sizeof buf, "%llus", static_cast<unsigned long long>(sec));
-  }
-  return buf;
-}
-
 Progress::Progress(std::string label, uint64_t total_bytes)
     : Progress(std::move(label), total_bytes, STDERR_FILENO, false) {}
 
@@ -120,7 +99,8 @@ void Progress::Draw(Clock::time_point now) {
     tail += pct;
     tail += "  " + HumanRate(rate) + " reports/s";
     if (fraction > 0 && elapsed > 0.5) {
-      tail += "  ETA " + HumanDuration(std::chrono::duration<double>(elapsed / fraction - elapsed));
+      tail +=
+          "  ETA " + FormatDuration(std::chrono::duration<double>(elapsed / fraction - elapsed));
     }
     // The bar takes what the terminal has left.
     const int room = TerminalWidth(fd_) - static_cast<int>(line.size() + tail.size()) - 4;

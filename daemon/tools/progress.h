@@ -48,7 +48,6 @@ class Progress {
 
 // "1.5 MiB", "320 B": sizes for people.
 std::string HumanBytes(uint64_t bytes);
-// "1h02m03s", "4m05s", "12s", "0.3s".
-std::string HumanDuration(std::chrono::duration<double> d);
+// Durations for people: FormatDuration in proto/time_format.h.
 
 }  // namespace accelmon

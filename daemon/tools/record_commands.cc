@@ -19,6 +19,7 @@
 #include "daemon/common/tls_flags.h"
 #include "daemon/tools/progress.h"
 #include "daemon/tools/replay.h"
+#include "proto/time_format.h"
 #include "recording/jsonl.h"
 #include "recording/recording_reader.h"
 #include "recording/segment_writer.h"
@@ -84,7 +85,7 @@ void WarnDamaged(const std::string& input, const ReadSummary& summary, bool list
 
 std::string FormatRange(const std::optional<int64_t>& first, const std::optional<int64_t>& last) {
   if (!first || !last) return "-";
-  return recording::FormatTimeNs(*first) + " .. " + recording::FormatTimeNs(*last);
+  return FormatRfc3339(*first) + " .. " + FormatRfc3339(*last);
 }
 
 const char* FormatName(recording::InputFormat format) {
@@ -160,8 +161,8 @@ int RecordInspect(const std::string& input) {
     }
     std::printf("%-26s %10s %9llu  %-24s  %-24s  %-9s %s\n", BaseName(seg.path).c_str(),
                 HumanBytes(seg.bytes).c_str(), static_cast<unsigned long long>(seg.reports),
-                seg.first_time_ns ? recording::FormatTimeNs(*seg.first_time_ns).c_str() : "-",
-                seg.last_time_ns ? recording::FormatTimeNs(*seg.last_time_ns).c_str() : "-",
+                seg.first_time_ns ? FormatRfc3339(*seg.first_time_ns).c_str() : "-",
+                seg.last_time_ns ? FormatRfc3339(*seg.last_time_ns).c_str() : "-",
                 seg.writer.empty() ? "-" : seg.writer.c_str(), damage.c_str());
   }
 
@@ -172,7 +173,7 @@ int RecordInspect(const std::string& input) {
   if (first && last) {
     std::printf(
         " (%s)",
-        HumanDuration(std::chrono::duration<double>(static_cast<double>(*last - *first) / 1e9))
+        FormatDuration(std::chrono::duration<double>(static_cast<double>(*last - *first) / 1e9))
             .c_str());
   }
   std::printf("\nNodes:         %zu\n", reports_by_node.size());
@@ -434,7 +435,7 @@ int Replay(RecordingCommands& c) {
   WarnDamaged(c.input, reader->summary(), false);
   std::printf("replayed %s of %s to %s in %s: %llu applied, %llu duplicate, %llu rejected",
               Plural(r.sent, "report", "reports").c_str(), Plural(r.nodes, "node", "nodes").c_str(),
-              c.exporter_address.c_str(), HumanDuration(r.elapsed).c_str(),
+              c.exporter_address.c_str(), FormatDuration(r.elapsed).c_str(),
               static_cast<unsigned long long>(r.applied),
               static_cast<unsigned long long>(r.duplicate),
               static_cast<unsigned long long>(r.rejected));

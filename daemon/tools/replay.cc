@@ -13,26 +13,12 @@
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "daemon/common/ingest_stream.h"
 #include "daemon/tools/progress.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-int64_t TimestampNs(const v1::NodeReport& report) {
-  return report.timestamp().seconds() * 1'000'000'000 + report.timestamp().nanos();
-}
-
-void SetTimestampNs(v1::NodeReport& report, int64_t ns) {
-  int64_t seconds = ns / 1'000'000'000;
-  int64_t nanos = ns % 1'000'000'000;
-  if (nanos < 0) {
-    nanos += 1'000'000'000;
-    --seconds;
-  }
-  report.mutable_timestamp()->set_seconds(seconds);
-  report.mutable_timestamp()->set_nanos(static_cast<int32_t>(nanos));
-}
 
 int64_t WallNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -81,7 +67,7 @@ std::optional<std::string> Connect(grpc::Channel& channel, std::chrono::millisec
       return status.ok() ? std::string("connection failed") : StatusText(status);
     }
     if (!channel.WaitForStateChange(state, deadline)) {
-      return "no connection within " + HumanDuration(timeout);
+      return "no connection within " + FormatDuration(timeout);
     }
   }
 }
@@ -127,7 +113,7 @@ ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOp
     ++result.read;
     if (progress != nullptr) progress->Update(reader.bytes_done(), result.read);
     const bool timed = report->has_timestamp();
-    const int64_t ns = timed ? TimestampNs(*report) : 0;
+    const int64_t ns = timed ? ToNanos(report->timestamp()) : 0;
     if (first && timed) {
       first = false;
       first_ns = ns;
@@ -154,7 +140,8 @@ ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOp
     }
     if (failed.count(report->node()) > 0) continue;
     v1::NodeReport copy = *report;
-    if (timed && options.shift_to_now) SetTimestampNs(copy, shift.Apply(ns));
+    if (timed && options.shift_to_now)
+      *copy.mutable_timestamp() = TimestampFromNanos(shift.Apply(ns));
     if (!it->second->Send(copy)) failed[report->node()] = "stream ended";
   }
   if (progress != nullptr) progress->Clear();

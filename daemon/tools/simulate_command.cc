@@ -1,12 +1,10 @@
 #include "daemon/tools/simulate_command.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -16,6 +14,7 @@
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/version.h"
+#include "proto/time_format.h"
 #include "recording/jsonl.h"
 #include "recording/recording_reader.h"
 #include "recording/segment_writer.h"
@@ -104,60 +103,7 @@ class RecordingSink final : public Sink {
   recording::Batch batch_;
 };
 
-void SetTimestamp(int64_t millis, google::protobuf::Timestamp* t) {
-  // Floor division, so that times before 1970 still have nanos in [0, 1e9).
-  int64_t seconds = millis / 1000;
-  int64_t rest = millis % 1000;
-  if (rest < 0) {
-    --seconds;
-    rest += 1000;
-  }
-  t->set_seconds(seconds);
-  t->set_nanos(static_cast<int32_t>(rest * 1'000'000));
-}
-
 }  // namespace
-
-std::optional<int64_t> ParseRfc3339Millis(const std::string& text) {
-  std::tm tm{};
-  int consumed = 0;
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
-                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6) {
-    return std::nullopt;
-  }
-  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-      tm.tm_min > 59 || tm.tm_sec > 60) {
-    return std::nullopt;
-  }
-  tm.tm_year -= 1900;
-  tm.tm_mon -= 1;
-  size_t i = static_cast<size_t>(consumed);
-  int64_t millis = 0;
-  if (i < text.size() && text[i] == '.') {
-    ++i;
-    int digits = 0;
-    for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i, ++digits) {
-      if (digits < 3) millis = millis * 10 + (text[i] - '0');
-    }
-    if (digits == 0) return std::nullopt;
-    for (; digits < 3; ++digits) millis *= 10;
-  }
-  int64_t offset_s = 0;
-  if (i < text.size() && (text[i] == 'Z' || text[i] == 'z')) {
-    ++i;
-  } else if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
-    int hours = 0, minutes = 0, n = 0;
-    if (std::sscanf(text.c_str() + i + 1, "%2d:%2d%n", &hours, &minutes, &n) != 2 || n != 5) {
-      return std::nullopt;
-    }
-    offset_s = (hours * 3600 + minutes * 60) * (text[i] == '+' ? 1 : -1);
-    i += 1 + static_cast<size_t>(n);
-  } else {
-    return std::nullopt;  // RFC 3339 needs a zone
-  }
-  if (i != text.size()) return std::nullopt;
-  return (static_cast<int64_t>(timegm(&tm)) - offset_s) * 1000 + millis;
-}
 
 void AddSimulateCommand(CLI::App& app, SimulateCommand& c) {
   c.app = app.add_subcommand(
@@ -263,9 +209,8 @@ std::optional<int> RunSimulateCommand(SimulateCommand& c) {
         report.set_node(names[n]);
         report.set_agent_instance_id("simulate-" + names[n]);
         report.set_sequence(static_cast<uint64_t>(tick + 1));
-        SetTimestamp(at_ms, report.mutable_timestamp());
-        report.mutable_interval()->set_seconds(interval_ms / 1000);
-        report.mutable_interval()->set_nanos(static_cast<int32_t>(interval_ms % 1000) * 1'000'000);
+        *report.mutable_timestamp() = TimestampFromMillis(at_ms);
+        *report.mutable_interval() = DurationFromNanos(interval_ms * 1'000'000);
         report.set_agent_version(kVersion);
         fleet[n]->Collect(report);
         // As an agent's CollectorSet reports it; no wall time, so that output is reproducible.

@@ -34,7 +34,4 @@ void AddSimulateCommand(CLI::App& app, SimulateCommand& command);
 // Runs it when `simulate` was parsed; nothing otherwise.
 std::optional<int> RunSimulateCommand(SimulateCommand& command);
 
-// "2026-12-02T10:00:00Z", "2026-12-02T12:00:00.5+02:00": milliseconds since the Unix epoch.
-std::optional<int64_t> ParseRfc3339Millis(const std::string& text);
-
 }  // namespace accelmon

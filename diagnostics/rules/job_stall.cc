@@ -2,9 +2,8 @@
 // now idle, its links are silent and it still holds its memory, for a while: the ranks wait on
 // each other and nobody makes progress. A job that ends frees its memory (or its processes go
 // away); a checkpoint pause is shorter than `for`.
-#include <cinttypes>
+#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <deque>
 #include <map>
 #include <optional>
@@ -16,20 +15,6 @@
 
 namespace accelmon::diagnostics {
 namespace {
-
-// "2m10s", "45s", "1h2m".
-std::string FormatDuration(double seconds) {
-  const int64_t s = static_cast<int64_t>(seconds);
-  char buf[48];
-  if (s >= 3600) {
-    std::snprintf(buf, sizeof buf, "%" PRId64 "h%" PRId64 "m", s / 3600, s % 3600 / 60);
-  } else if (s >= 60) {
-    std::snprintf(buf, sizeof buf, "%" PRId64 "m%" PRId64 "s", s / 60, s % 60);
-  } else {
-    std::snprintf(buf, sizeof buf, "%" PRId64 "s", s);
-  }
-  return buf;
-}
 
 class JobStallRule final : public Rule {
  public:
@@ -201,11 +186,11 @@ class JobStallRule final : public Rule {
     raised.severity = kCritical;
     raised.plot = "compute_ratio";
     raised.start_ns = g.idle_since_ns;
-    raised.summary = (by_job ? "job " + job + ": all " : std::string("all ")) +
-                     std::to_string(g.idle_devices) + " devices idle for " +
-                     FormatDuration(idle_for) + " with memory held (" + memory + " avg), " +
-                     (g.links_judged > 0 ? "links silent" : "link traffic unknown") +
-                     " — hung collective?";
+    raised.summary =
+        (by_job ? "job " + job + ": all " : std::string("all ")) + std::to_string(g.idle_devices) +
+        " devices idle for " + FormatDuration(std::chrono::duration<double>(idle_for)) +
+        " with memory held (" + memory + " avg), " +
+        (g.links_judged > 0 ? "links silent" : "link traffic unknown") + " — hung collective?";
     if (by_job) raised.evidence.push_back(TextEvidence("job", job));
     raised.evidence.push_back(
         NumberEvidence("idle_devices", static_cast<double>(g.idle_devices), "count"));

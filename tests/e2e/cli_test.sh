@@ -7,8 +7,18 @@ for cmd in agent exporter standalone; do
   "$ACCELMON" "$cmd" --help >"$WORK/help.txt" || fail "$cmd --help exited non-zero"
   grep -q -- "--" "$WORK/help.txt" || fail "$cmd --help lists no flags"
 done
-"$ACCELMON" standalone --help | grep -q -- "--web.listen-address" || fail "missing flag in help"
-"$ACCELMON" agent --help | grep -q -- "--exporter.address" || fail "missing flag in help"
+# Help is read from a file: `accelmon ... | grep -q` fails under pipefail when grep exits before
+# the rest of the help is written (SIGPIPE).
+"$ACCELMON" standalone --help >"$WORK/help.txt"
+grep -q -- "--web.listen-address" "$WORK/help.txt" || fail "missing flag in help"
+"$ACCELMON" agent --help >"$WORK/help.txt"
+grep -q -- "--exporter.address" "$WORK/help.txt" || fail "missing flag in help"
+# One pair of flags per host collector, node_exporter's style.
+for cmd in agent standalone; do
+  "$ACCELMON" "$cmd" --help >"$WORK/help.txt"
+  grep -q -- "--no-collector.meminfo" "$WORK/help.txt" ||
+    fail "$cmd --help does not list --no-collector.meminfo"
+done
 "$ACCELMON" --version | grep -Eq '^accelmon [0-9]+\.[0-9]+\.[0-9]+' || fail "--version"
 
 # expect_usage_error "WHAT THE MESSAGE SAYS" ARGS...: exit 2 and one line naming the problem.
@@ -26,6 +36,7 @@ expect_usage_error() {
 
 expect_usage_error "bogus" agent --bogus
 expect_usage_error "required" ""
+expect_usage_error "not expected: --no-collector.bogus" agent --no-collector.bogus
 expect_usage_error "expected host:port" exporter --web.listen-address foo
 expect_usage_error "port must be a number" exporter --grpc.listen-address :99999
 expect_usage_error "a host is needed" agent --exporter.address :9478
@@ -65,4 +76,22 @@ set -e
 grep -q "cannot listen for HTTP on 127.0.0.1:$web_port" "$WORK/err.txt" ||
   fail "no clear reason for the taken port: $(cat "$WORK/err.txt")"
 stop first
+
+# --no-collector.meminfo: the other host collectors run, and no meminfo series is served.
+start nomem standalone --no-collector.meminfo --node.name fixture \
+  --path.procfs "$FIXTURES/host/proc" --path.sysfs "$FIXTURES/host/sys" \
+  --collect.interval 200ms --web.listen-address 127.0.0.1:0
+url=$(wait_for_log nomem 'http://[^ ]+/metrics')
+wait_for_metric "$url" '^accelmon_agent_collector_success\{node="fixture",collector="vmstat"\} 1'
+curl -fsS "$url" >"$WORK/nomem.prom"
+grep -q '^accelmon_host_oom_kills_total{' "$WORK/nomem.prom" || fail "no vmstat series"
+# The meminfo families are those of its golden file (tests/golden/collectors/meminfo.prom).
+grep -Eo '^accelmon_[a-z_]+' "$(dirname "$0")/../golden/collectors/meminfo.prom" | sort -u |
+  sed 's/$/[{ ]/; s/^/^/' >"$WORK/meminfo_families.txt"
+[ -s "$WORK/meminfo_families.txt" ] || fail "no meminfo families in its golden file"
+if grep -f "$WORK/meminfo_families.txt" "$WORK/nomem.prom" >"$WORK/found.txt" ||
+  grep -q 'collector="meminfo"' "$WORK/nomem.prom"; then
+  fail "meminfo series with --no-collector.meminfo: $(head -n 3 "$WORK/found.txt")"
+fi
+stop nomem
 echo "cli_test: ok"

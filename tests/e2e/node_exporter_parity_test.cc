@@ -37,6 +37,15 @@ using Labels = std::map<std::string, std::string>;
 
 const std::string kRoot = std::string(ACCELMON_FIXTURES_DIR) + "/host";
 
+// node_exporter's collectors for ours (collectors::HostCollectors()): the same names, plus
+// netclass, which node_exporter splits off netdev (the /sys/class/net half of our netdev).
+std::vector<std::string> PeerCollectors() {
+  std::vector<std::string> names;
+  for (const auto& info : collectors::HostCollectors()) names.emplace_back(info.name);
+  names.emplace_back("netclass");
+  return names;
+}
+
 // node_exporter as a child process over the fixture root, with only the compared collectors, on
 // a port the kernel chooses: it logs `msg="Listening on" address=127.0.0.1:PORT`.
 class NodeExporter {
@@ -46,9 +55,8 @@ class NodeExporter {
                                      "--path.sysfs=" + kRoot + "/sys",
                                      "--web.listen-address=127.0.0.1:0",
                                      "--collector.disable-defaults"};
-    for (const char* c : {"meminfo", "vmstat", "pressure", "buddyinfo", "netdev", "netclass",
-                          "infiniband", "thermal_zone", "hwmon"}) {
-      args.push_back(std::string("--collector.") + c);
+    for (const std::string& c : PeerCollectors()) {
+      args.push_back("--collector." + c);
     }
     // netlink would read this machine's kernel, not the fixture root; -1 speeds stay unreported.
     args.push_back("--no-collector.netdev.netlink");
@@ -290,8 +298,7 @@ TEST(NodeExporterParity, HostCollectorsAgreeWithNodeExporterOverTheSameRoot) {
   const auto ours = AccelmonHostMetrics();
 
   // Both sides must have read every source; a peer that failed would compare nothing.
-  for (const char* c : {"meminfo", "vmstat", "pressure", "buddyinfo", "netdev", "netclass",
-                        "infiniband", "thermal_zone", "hwmon"}) {
+  for (const std::string& c : PeerCollectors()) {
     EXPECT_EQ(FindValue(theirs, "node_scrape_collector_success", {{"collector", c}}), 1.0) << c;
   }
 

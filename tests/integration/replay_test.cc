@@ -11,6 +11,7 @@
 
 #include "daemon/exporter/exporter.h"
 #include "daemon/tools/progress.h"
+#include "proto/time_format.h"
 #include "recording/jsonl.h"
 #include "support/loopback_exporter.h"
 #include "support/temp_dir.h"
@@ -166,8 +167,8 @@ TEST(ProgressTest, SilentUnlessDrawingToATerminal) {
 TEST(ProgressTest, BytesAndDurationsInHumanUnits) {
   EXPECT_EQ(HumanBytes(512), "512 B");
   EXPECT_EQ(HumanBytes(3 * 1024 * 1024 / 2), "1.5 MiB");
-  EXPECT_EQ(HumanDuration(std::chrono::seconds(3723)), "1h02m03s");
-  EXPECT_EQ(HumanDuration(std::chrono::milliseconds(300)), "0.3s");
+  EXPECT_EQ(FormatDuration(std::chrono::seconds(3723)), "1h02m03s");
+  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(300)), "0.3s");
 }
 
 }  // namespace

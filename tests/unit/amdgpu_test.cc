@@ -282,9 +282,10 @@ TEST(Amdgpu, PcieSpeedGenerationAndBandwidth) {
   EXPECT_EQ(PcieGeneration(32.0), 5u);
   EXPECT_EQ(PcieGeneration(64.0), 6u);
   EXPECT_EQ(PcieGeneration(10.0), std::nullopt);
-  EXPECT_DOUBLE_EQ(PcieMaxBytesPerSecond(2.5, 16), 4e9);  // 8b/10b
-  EXPECT_DOUBLE_EQ(PcieMaxBytesPerSecond(5.0, 8), 4e9);
-  EXPECT_DOUBLE_EQ(PcieMaxBytesPerSecond(16.0, 16), 16e9 * 16 * 128 / 130 / 8);  // ~31.5 GB/s
+  EXPECT_DOUBLE_EQ(*PcieMaxBytesPerSecond(*PcieGeneration(2.5), 16), 4e9);  // 8b/10b
+  EXPECT_DOUBLE_EQ(*PcieMaxBytesPerSecond(*PcieGeneration(5.0), 8), 4e9);
+  EXPECT_DOUBLE_EQ(*PcieMaxBytesPerSecond(*PcieGeneration(16.0), 16),
+                   16e9 * 16 * 128 / 130 / 8);  // ~31.5 GB/s
 }
 
 TEST(Amdgpu, RasCountsCardNamesAndUevent) {

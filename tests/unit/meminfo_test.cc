@@ -87,13 +87,13 @@ TEST(CollectorSet, AFailingCollectorIsNoDataAndTheOthersStillRun) {
 }
 
 TEST(CreateCollectors, EveryHostCollectorAndSimOnlyWhenAsked) {
-  const size_t host = std::size(kHostCollectors);
+  const size_t host = HostCollectors().size();
   EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 0}).size(), host);
   EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 8}).size(), host + 1);
-  for (const auto name : kHostCollectors) {
-    const auto collector = CreateHostCollector(name, PathResolver());
-    ASSERT_NE(collector, nullptr) << name;
-    EXPECT_EQ(collector->name(), name);
+  for (const auto& info : HostCollectors()) {
+    const auto collector = CreateHostCollector(info.name, PathResolver());
+    ASSERT_NE(collector, nullptr) << info.name;
+    EXPECT_EQ(collector->name(), info.name);
   }
   EXPECT_EQ(CreateHostCollector("nope", PathResolver()), nullptr);
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "accelmon/v1/recording.pb.h"
+#include "proto/time_format.h"
 #include "recording/log_format.h"
 #include "recording/log_writer.h"
 #include "recording/record_codec.h"
@@ -316,9 +317,9 @@ TEST_F(RecordingReaderTest, ASegmentFromANewerFormatIsReportedNotMisread) {
   EXPECT_NE(reader.summary().damage[0].reason.find("version"), std::string::npos);
 }
 
-TEST(FormatTimeNsTest, Rfc3339WithMilliseconds) {
-  EXPECT_EQ(FormatTimeNs(1714532400LL * 1'000'000'000 + 123'456'789), "2024-05-01T03:00:00.123Z");
-  EXPECT_EQ(FormatTimeNs(0), "1970-01-01T00:00:00.000Z");
+TEST(FormatRfc3339Test, Rfc3339WithMilliseconds) {
+  EXPECT_EQ(FormatRfc3339(1714532400LL * 1'000'000'000 + 123'456'789), "2024-05-01T03:00:00.123Z");
+  EXPECT_EQ(FormatRfc3339(0), "1970-01-01T00:00:00.000Z");
 }
 
 TEST(IsSegmentFileNameTest, TwentyDigitsAndTheExtension) {
