@@ -13,6 +13,7 @@
 #include "daemon/agent/spool.h"
 #include "daemon/common/ingest_stream.h"
 #include "daemon/common/log_limiter.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 namespace {
@@ -417,8 +418,8 @@ void Uplink::Run() {
                status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
       // Not a network problem (a certificate for another node): say so once, retry quietly.
       if (!logged_refused) {
-        spdlog::error("exporter {} refused this agent: {}; retrying with backoff up to {}ms",
-                      address, status.error_message(), options_.max_backoff.count());
+        spdlog::error("exporter {} refused this agent: {}; retrying with backoff up to {}", address,
+                      status.error_message(), FormatPrometheusDuration(options_.max_backoff));
       }
       logged_refused = true;
       if (several) FailOver(status, false);
@@ -427,8 +428,8 @@ void Uplink::Run() {
       logged_unreachable = true;
     } else if (!logged_unreachable) {
       logged_unreachable = true;
-      spdlog::warn("exporter {} unreachable: {}; retrying with backoff up to {}ms", address,
-                   status.error_message(), options_.max_backoff.count());
+      spdlog::warn("exporter {} unreachable: {}; retrying with backoff up to {}", address,
+                   status.error_message(), FormatPrometheusDuration(options_.max_backoff));
     } else {
       spdlog::debug("exporter {} still unreachable ({} reports pending)", address, pending);
     }

@@ -11,6 +11,7 @@
 #include "collectors/buddyinfo.h"
 #include "daemon/common/version.h"
 #include "daemon/exporter/text_exposition.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 namespace {
@@ -57,10 +58,6 @@ const std::vector<const typename Map::value_type*>& SortedByKey(const Map& map) 
   std::sort(sorted.begin(), sorted.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
   return sorted;
-}
-
-double Seconds(const google::protobuf::Timestamp& t) {
-  return static_cast<double>(t.seconds()) + static_cast<double>(t.nanos()) / 1e9;
 }
 
 std::string_view LinkKindLabel(v1::LinkKind kind) {
@@ -229,7 +226,7 @@ class NodeFamilies {
                                                  std::chrono::nanoseconds(r.interval().nanos())
                                            : std::chrono::nanoseconds(std::chrono::seconds(1));
     accelmon::Add(s, up_, node, now - entry.received_at <= 3 * interval ? 1 : 0);
-    accelmon::Add(s, last_, node, Seconds(r.timestamp()));
+    accelmon::Add(s, last_, node, ToSeconds(r.timestamp()));
 
     for (const auto& c : r.collectors()) {
       accelmon::Add(s, collector_success_, node, "collector", c.name(), c.success() ? 1 : 0);

@@ -26,6 +26,7 @@
 #include "daemon/agent/agent.h"
 #include "daemon/common/ingest_stream.h"
 #include "daemon/common/version.h"
+#include "proto/time_format.h"
 
 namespace accelmon {
 namespace {
@@ -115,14 +116,13 @@ std::vector<std::string> BuildReportBodies(const std::string& node, const Loadge
   for (int k = 0; k < kVariantsPerNode; ++k) {
     v1::NodeReport report;
     const int64_t ns = start_ns + k * step_ns;
-    report.mutable_timestamp()->set_seconds(ns / 1'000'000'000);
-    report.mutable_timestamp()->set_nanos(static_cast<int32_t>(ns % 1'000'000'000));
+    *report.mutable_timestamp() = TimestampFromNanos(ns);
     sim.Collect(report);
     SetLinksPerDevice(report, options.links_per_device);
     report.set_node(node);
     report.set_agent_instance_id(instance);
     report.set_agent_version(kVersion);
-    report.mutable_interval()->set_seconds(step_ns / 1'000'000'000);
+    *report.mutable_interval() = DurationFromNanos(step_ns);
     report.clear_sequence();
     report.clear_timestamp();
     bodies.push_back(report.SerializeAsString());
