@@ -273,7 +273,7 @@ uint64_t Spool::acknowledged() const {
 
 uint64_t Spool::unacknowledged() const {
   std::lock_guard lock(mu_);
-  const uint64_t settled = std::max(acknowledged_, dropped_through_);
+  const uint64_t settled = std::max(acknowledged_, dropped_through_) + holes_.size();
   const uint64_t last = last_sequence_.load();
   return last > settled ? last - settled : 0;
 }
@@ -298,6 +298,16 @@ size_t Spool::segments() const {
   return segments_.size();
 }
 
+size_t Spool::tail_reports() const {
+  std::lock_guard lock(mu_);
+  return tail_.size();
+}
+
+uint64_t Spool::tail_bytes() const {
+  std::lock_guard lock(mu_);
+  return tail_bytes_;
+}
+
 void Spool::OpenNewSegmentLocked() {
   const uint64_t index = segments_.empty() ? 1 : segments_.back().index + 1;
   Segment seg{.index = index, .path = recording::SegmentFilePath(options_.dir, index)};
@@ -315,7 +325,15 @@ void Spool::SyncLocked() {
   last_sync_ = std::chrono::steady_clock::now();
 }
 
-bool Spool::Append(const v1::NodeReport& report) {
+bool Spool::Append(const v1::NodeReport& report) { return AppendShared(report, nullptr); }
+
+void Spool::Append(std::shared_ptr<const v1::NodeReport> report) {
+  const v1::NodeReport& r = *report;
+  AppendShared(r, std::move(report));
+}
+
+bool Spool::AppendShared(const v1::NodeReport& report,
+                         std::shared_ptr<const v1::NodeReport> shared) {
   // Serialised once, straight into its record: a ReportBatch holding just this report.
   std::string record = recording::UncompressedRecordPrefix(recording::RecordKind::kReportBatch);
   recording::AppendReportToBatch(report, &record);
@@ -352,8 +370,8 @@ bool Spool::Append(const v1::NodeReport& report) {
       }
       errno = 0;
       if (!append_failing_) {
-        spdlog::error("spool: cannot write to {}: {}; keeping reports in memory only", seg.path,
-                      reason);
+        spdlog::error("spool: cannot write to {}: {}; keeping reports in memory until it can",
+                      seg.path, reason);
       }
     } else {
       header_pending_ = false;
@@ -368,16 +386,87 @@ bool Spool::Append(const v1::NodeReport& report) {
       dirty_ = true;
     }
   } else if (!append_failing_) {
-    spdlog::error("spool: cannot create a segment in {}: {}; keeping reports in memory only",
-                  options_.dir, ErrnoText());
+    spdlog::error(
+        "spool: cannot create a segment in {}: {}; keeping reports in memory until it can",
+        options_.dir, ErrnoText());
   }
   if (ok && append_failing_) spdlog::info("spool: writing to {} again", options_.dir);
   append_failing_ = !ok;
+  if (!ok && report.sequence() > std::max(acknowledged_, dropped_through_)) {
+    // In memory, in sequence order with the rest, until acknowledged or dropped for room.
+    if (shared == nullptr) shared = std::make_shared<const v1::NodeReport>(report);
+    const uint64_t sequence = report.sequence();
+    const auto at =
+        std::upper_bound(tail_.begin(), tail_.end(), sequence,
+                         [](uint64_t s, const TailEntry& e) { return s < e.report->sequence(); });
+    tail_.insert(at, TailEntry{.report = std::move(shared), .bytes = serialized_size});
+    tail_bytes_ += serialized_size;
+    last_sequence_ = std::max(last_sequence_.load(), sequence);
+  }
 
   const auto now = std::chrono::steady_clock::now();
   if (now - last_sync_ >= kSyncEvery) SyncLocked();
-  while (total_bytes_ > options_.max_bytes && segments_.size() > 1) DropOldestLocked();
+  EnforceLimitLocked();
   return ok;
+}
+
+void Spool::EnforceLimitLocked() {
+  while (total_bytes_ + tail_bytes_ > options_.max_bytes) {
+    // Never the segment being written.
+    const bool segment_droppable = segments_.size() > 1;
+    const uint64_t settled = std::max(acknowledged_, dropped_through_);
+    if (segment_droppable) {
+      const Segment& front = segments_.front();
+      const bool settled_segment = front.records == 0 || front.last_sequence <= settled;
+      // The oldest first: the oldest segment's first unsettled report or the tail's first.
+      if (settled_segment || tail_.empty() ||
+          std::max(front.first_sequence, settled + 1) < tail_.front().report->sequence()) {
+        DropOldestLocked();
+        continue;
+      }
+    }
+    if (tail_.empty()) break;
+    DropTailFrontLocked();
+  }
+}
+
+void Spool::DropTailFrontLocked() {
+  const uint64_t sequence = tail_.front().report->sequence();
+  tail_bytes_ -= tail_.front().bytes;
+  tail_.pop_front();
+  ++dropped_;
+  if (!tail_dropping_) {
+    spdlog::warn("spool: over {} bytes; dropping the oldest reports kept in memory",
+                 options_.max_bytes);
+  }
+  tail_dropping_ = !tail_.empty();
+  // Settled through it unless an older unsettled report is still on disk.
+  const uint64_t settled = std::max(acknowledged_, dropped_through_);
+  bool older_on_disk = false;
+  for (const Segment& seg : segments_) {
+    if (seg.records > 0 && seg.last_sequence > settled) {
+      older_on_disk = std::max(seg.first_sequence, settled + 1) < sequence;
+      break;
+    }
+  }
+  if (older_on_disk) {
+    holes_.push_back(sequence);
+  } else {
+    dropped_through_ = std::max(dropped_through_, sequence);
+    SettleTailLocked();
+  }
+}
+
+void Spool::SettleTailLocked() {
+  while (!tail_.empty() &&
+         tail_.front().report->sequence() <= std::max(acknowledged_, dropped_through_)) {
+    if (tail_.front().report->sequence() > acknowledged_) ++dropped_;
+    tail_bytes_ -= tail_.front().bytes;
+    tail_.pop_front();
+  }
+  if (tail_.empty()) tail_dropping_ = false;
+  const uint64_t settled = std::max(acknowledged_, dropped_through_);
+  while (!holes_.empty() && holes_.front() <= settled) holes_.pop_front();
 }
 
 void Spool::DropOldestLocked() {
@@ -393,6 +482,7 @@ void Spool::DropOldestLocked() {
   total_bytes_ -= seg.bytes;
   dropped_ += lost;
   dropped_through_ = std::max(dropped_through_, seg.last_sequence);
+  SettleTailLocked();
   spdlog::warn("spool: over {} bytes; dropped the oldest segment with {} unacknowledged report(s)",
                options_.max_bytes, lost);
 }
@@ -416,14 +506,33 @@ void Spool::PersistLocked() {
   }
 }
 
-void Spool::Acknowledge(uint64_t sequence) {
-  std::lock_guard lock(mu_);
-  acknowledged_ = std::max(acknowledged_, sequence);
+void Spool::PersistSoonLocked() {
   const auto now = std::chrono::steady_clock::now();
   if (acknowledged_ != persisted_acknowledged_ && now - last_persist_ >= kSyncEvery) {
     last_persist_ = now;
     PersistLocked();
   }
+}
+
+void Spool::Acknowledge(uint64_t sequence) {
+  std::lock_guard lock(mu_);
+  acknowledged_ = std::max(acknowledged_, sequence);
+  SettleTailLocked();
+  PersistSoonLocked();
+}
+
+void Spool::GiveUp(uint64_t sequence) {
+  std::lock_guard lock(mu_);
+  const bool hole = std::find(holes_.begin(), holes_.end(), sequence) != holes_.end();
+  if (sequence > std::max(acknowledged_, dropped_through_) && !hole) ++dropped_;
+  acknowledged_ = std::max(acknowledged_, sequence);
+  // Its own tail entry, if it has one, is counted dropped above already.
+  while (!tail_.empty() && tail_.front().report->sequence() <= acknowledged_) {
+    tail_bytes_ -= tail_.front().bytes;
+    tail_.pop_front();
+  }
+  SettleTailLocked();
+  PersistSoonLocked();
 }
 
 std::vector<std::shared_ptr<const v1::NodeReport>> Spool::Read(uint64_t after, uint64_t before,
@@ -439,9 +548,16 @@ std::vector<std::shared_ptr<const v1::NodeReport>> Spool::Read(uint64_t after, u
     uint64_t record_bytes = 0;  // on average
   };
   std::vector<Plan> plans;
+  std::vector<std::shared_ptr<const v1::NodeReport>> from_tail;
   uint64_t last = 0;
   {
     std::lock_guard lock(mu_);
+    auto it =
+        std::upper_bound(tail_.begin(), tail_.end(), after,
+                         [](uint64_t a, const TailEntry& e) { return a < e.report->sequence(); });
+    for (; it != tail_.end() && it->report->sequence() < before && from_tail.size() < limit; ++it) {
+      from_tail.push_back(it->report);
+    }
     for (const Segment& seg : segments_) {
       if (seg.records == 0 || seg.last_sequence <= after || seg.first_sequence >= before) continue;
       const auto mark = std::upper_bound(
@@ -493,9 +609,26 @@ std::vector<std::shared_ptr<const v1::NodeReport>> Spool::Read(uint64_t after, u
       offset = scan.valid_end;  // the chunk ended inside the next record, or at plan.end
     }
   }
+  if (!from_tail.empty()) {
+    // Each holds the first `limit` of its own: the first `limit` of both together are among them.
+    std::vector<std::shared_ptr<const v1::NodeReport>> merged;
+    merged.reserve(std::min(limit, out.size() + from_tail.size()));
+    auto a = out.begin();
+    auto b = from_tail.begin();
+    while (merged.size() < limit && (a != out.end() || b != from_tail.end())) {
+      if (b == from_tail.end() || (a != out.end() && (*a)->sequence() <= (*b)->sequence())) {
+        if (b != from_tail.end() && (*a)->sequence() == (*b)->sequence()) ++b;
+        merged.push_back(std::move(*a++));
+      } else {
+        merged.push_back(std::move(*b++));
+      }
+    }
+    out = std::move(merged);
+  }
   if (scanned_through != nullptr) {
-    *scanned_through =
-        out.size() >= limit ? out.back()->sequence() : std::min(last, before == 0 ? 0 : before - 1);
+    *scanned_through = out.size() >= limit && !out.empty()
+                           ? out.back()->sequence()
+                           : std::min(last, before == 0 ? 0 : before - 1);
   }
   return out;
 }

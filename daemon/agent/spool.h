@@ -14,11 +14,17 @@
 // in time: a torn or damaged record ends its segment (later segments are still read). Each is read
 // whole once, at open; Read then starts at a remembered record offset near the sequence it wants.
 // Everything is built from recording/: LogWriter, LogReader, the record codec, file_io.
+//
+// A report the disk refuses (full, unwritable) is kept in memory instead, in a tail that Read
+// serves with the spooled ones in sequence order, until it is acknowledged; the tail counts
+// against max_bytes like the segments, and the oldest report, on disk or in the tail, goes first.
+// It is lost if the agent dies; the disk format does not change.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "accelmon/v1/telemetry.pb.h"
+#include "daemon/agent/report_log.h"
 #include "recording/log_writer.h"
 
 namespace accelmon {
@@ -71,7 +78,7 @@ bool WriteSpoolState(const std::string& dir, const SpoolState& state, std::strin
 // Empty instance id with `error` set when missing or unreadable.
 SpoolState ReadSpoolState(const std::string& dir, std::string* error);
 
-class Spool {
+class Spool final : public ReportLog {
  public:
   // Opens (creating) the directory and reads what an earlier run left. Keeps the instance id found
   // there, or takes `fresh_instance_id`. Throws std::runtime_error with a one-line reason.
@@ -85,28 +92,37 @@ class Spool {
   // Bytes of damaged or torn records found when opening.
   uint64_t skipped_bytes_at_open() const { return skipped_at_open_; }
 
-  // The highest sequence ever appended (continued from the previous run).
-  uint64_t last_sequence() const { return last_sequence_.load(); }
-  uint64_t acknowledged() const;
+  // The highest sequence ever appended (continued from the previous run), the tail's included.
+  uint64_t last_sequence() const override { return last_sequence_.load(); }
+  uint64_t acknowledged() const override;
   // Reports appended and not yet acknowledged or dropped (sequences are consecutive).
-  uint64_t unacknowledged() const;
-  uint64_t dropped_reports() const;
+  uint64_t unacknowledged() const override;
+  uint64_t dropped_reports() const override;
   // Every sequence up to here was dropped or acknowledged.
   uint64_t dropped_through() const;
+  // On disk.
   uint64_t bytes() const;
   size_t segments() const;
+  // Refused by the disk and kept in memory.
+  size_t tail_reports() const;
+  uint64_t tail_bytes() const;
 
-  // Writes one report; false (and logged) when the disk refuses it.
+  // Writes one report; false (and logged) when the disk refuses it, and then the report is kept
+  // in the tail in memory.
   bool Append(const v1::NodeReport& report);
+  // The same, sharing the report when it goes to the tail.
+  void Append(std::shared_ptr<const v1::NodeReport> report) override;
 
   // Everything up to `sequence` is acknowledged. Persists the watermark and deletes settled
   // segments at most once a second.
-  void Acknowledge(uint64_t sequence);
+  void Acknowledge(uint64_t sequence) override;
+  void GiveUp(uint64_t sequence) override;
 
-  // Spooled reports with after < sequence < before, oldest first, at most `limit`. Sets
-  // `scanned_through` to the highest sequence that could have been found.
+  // Reports with after < sequence < before, spooled or in the tail, oldest first, at most
+  // `limit`. Sets `scanned_through` to the highest sequence that could have been found.
   std::vector<std::shared_ptr<const v1::NodeReport>> Read(uint64_t after, uint64_t before,
-                                                          size_t limit, uint64_t* scanned_through);
+                                                          size_t limit,
+                                                          uint64_t* scanned_through) override;
 
   // Writes the state and syncs (also done by the destructor).
   void Close();
@@ -129,9 +145,21 @@ class Spool {
     void AddMark(uint64_t sequence, uint64_t offset);
   };
 
+  struct TailEntry {
+    std::shared_ptr<const v1::NodeReport> report;
+    uint64_t bytes = 0;
+  };
+
+  bool AppendShared(const v1::NodeReport& report, std::shared_ptr<const v1::NodeReport> shared);
   void OpenNewSegmentLocked();
   void PersistLocked();
+  void PersistSoonLocked();
+  // Over max_bytes: drops the oldest report, a segment's or the tail's, until under it.
+  void EnforceLimitLocked();
   void DropOldestLocked();
+  void DropTailFrontLocked();
+  // After acknowledged_ or dropped_through_ moved: forgets what they settled in the tail.
+  void SettleTailLocked();
   void SyncLocked();
 
   const SpoolOptions options_;
@@ -152,7 +180,13 @@ class Spool {
   uint64_t dropped_ = 0;
   uint64_t dropped_through_ = 0;
   uint64_t total_bytes_ = 0;
-  bool dirty_ = false;  // written since the last fdatasync
+  std::deque<TailEntry> tail_;  // sorted by sequence; none settled
+  uint64_t tail_bytes_ = 0;
+  // Tail reports dropped above the settled watermark while older ones stayed on disk (holes in
+  // the consecutive sequences), increasing.
+  std::deque<uint64_t> holes_;
+  bool tail_dropping_ = false;  // logged once until the tail empties
+  bool dirty_ = false;          // written since the last fdatasync
   bool append_failing_ = false;
   std::chrono::steady_clock::time_point last_sync_{};
   std::chrono::steady_clock::time_point last_persist_{};

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <deque>
 #include <random>
 
 #include "daemon/agent/rendezvous.h"
+#include "daemon/agent/report_log.h"
 #include "daemon/agent/spool.h"
 #include "daemon/common/ingest_stream.h"
 #include "daemon/common/log_limiter.h"
@@ -22,6 +24,8 @@ namespace {
 constexpr std::chrono::milliseconds kReprobeSoon{1000};
 // Reports handed to the stream and not yet written (the one being written included).
 constexpr size_t kWriteAhead = 2;
+// Reports read from the book at a time.
+constexpr size_t kReadBatch = 256;
 
 }  // namespace
 
@@ -52,7 +56,12 @@ Uplink::Uplink(UplinkOptions options) : options_(std::move(options)) {
     spdlog::info("exporters ranked for node \"{}\" by rendezvous hashing: {}", options_.node,
                  ranking);
   }
-  if (options_.spool != nullptr) acked_sequence_ = options_.spool->acknowledged();
+  if (options_.spool != nullptr) {
+    log_ = options_.spool;
+  } else {
+    memory_ = std::make_unique<MemoryReportLog>(options_.max_pending);
+    log_ = memory_.get();
+  }
 }
 
 Uplink::~Uplink() { Stop(); }
@@ -72,63 +81,32 @@ void Uplink::Stop() {
 }
 
 void Uplink::Submit(v1::NodeReport report) {
-  Spool* const spool = options_.spool;
-  const bool spooled = spool != nullptr && spool->Append(report);
-  auto shared = std::make_shared<const v1::NodeReport>(std::move(report));
-  {
-    std::lock_guard lock(mu_);
-    if (spool != nullptr) {
-      // What the spool dropped for room (and counted) goes from memory too.
-      const uint64_t gone = spool->dropped_through();
-      while (!pending_.empty() && pending_.front()->sequence() <= gone) {
-        if (unspooled_.erase(pending_.front()->sequence()) > 0) ++dropped_;
-        pending_.pop_front();
-      }
-    }
-    if (pending_.size() >= options_.max_pending && !pending_.empty()) {
-      // A spooled report stays on disk and is read back from there when its turn comes.
-      if (spool == nullptr || unspooled_.erase(pending_.front()->sequence()) > 0) ++dropped_;
-      pending_.pop_front();
-    }
-    if (spool != nullptr && !spooled) unspooled_.insert(shared->sequence());
-    pending_.push_back(std::move(shared));
-  }
+  log_->Append(std::make_shared<const v1::NodeReport>(std::move(report)));
+  // Under the lock, so the streaming thread cannot miss it between its check and its wait.
+  { std::lock_guard lock(mu_); }
   cv_.notify_all();
 }
 
 UplinkStats Uplink::stats() const {
   std::lock_guard lock(mu_);
-  UplinkStats s{pending_.size(), dropped_, acknowledged_, connected_, targets_[current_].address};
-  if (options_.spool != nullptr) {
-    s.pending = std::max<uint64_t>(s.pending, options_.spool->unacknowledged());
-    s.dropped += options_.spool->dropped_reports();
-  }
-  return s;
+  return UplinkStats{log_->unacknowledged(), log_->dropped_reports(), acknowledged_, connected_,
+                     targets_[current_].address};
 }
 
 bool Uplink::WaitUntilDrained(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] {
-    return pending_.empty() &&
-           (options_.spool == nullptr || options_.spool->last_sequence() <= acked_sequence_);
-  });
+  return cv_.wait_for(lock, timeout, [&] { return log_->unacknowledged() == 0; });
 }
 
 void Uplink::HandleAck(const v1::Ack& ack) {
+  // Acks come in sending order: everything up to this sequence is settled.
+  const bool advanced = ack.sequence() > log_->acknowledged();
+  log_->Acknowledge(ack.sequence());
   {
     std::lock_guard lock(mu_);
     connected_ = true;
-    if (ack.sequence() > acked_sequence_) {
-      acked_sequence_ = ack.sequence();
-      ++acknowledged_;
-    }
-    // Acks come in sending order: everything up to this sequence is settled.
-    while (!pending_.empty() && pending_.front()->sequence() <= ack.sequence()) {
-      unspooled_.erase(pending_.front()->sequence());
-      pending_.pop_front();
-    }
+    if (advanced) ++acknowledged_;
   }
-  if (options_.spool != nullptr) options_.spool->Acknowledge(ack.sequence());
   if (ack.status() == v1::Ack::STATUS_REJECTED) {
     // Every report may be refused for the same reason: a line a minute per reason is enough.
     static LogLimiter limiter;
@@ -177,26 +155,18 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
   StreamObserver observer(*this, current);
   IngestStream stream(*targets_[current].stub, &observer);
 
-  // Send every unacknowledged report, in order: from memory, or from the spool for those memory
-  // no longer (or never) held. A few at a time are handed to the stream, as it writes them.
-  Spool* const spool = options_.spool;
-  uint64_t sent_up_to = 0;
-  {
-    std::lock_guard lock(mu_);
-    sent_up_to = acked_sequence_;
-  }
-  std::deque<std::shared_ptr<const v1::NodeReport>> from_spool;
+  // Send every unacknowledged report, in order, as the book has them. A few at a time are
+  // handed to the stream, as it writes them.
+  uint64_t sent_up_to = log_->acknowledged();
+  std::deque<std::shared_ptr<const v1::NodeReport>> batch;
   auto next_probe = std::chrono::steady_clock::now() + options_.return_probe_interval;
   for (;;) {
-    std::shared_ptr<const v1::NodeReport> next;
     {
       std::unique_lock lock(mu_);
       const auto has_work = [&] {
         if (stopping_ || stream.over()) return true;
         if (stream.unwritten() >= kWriteAhead) return false;
-        return !from_spool.empty() ||
-               (!pending_.empty() && pending_.back()->sequence() > sent_up_to) ||
-               (spool != nullptr && spool->last_sequence() > sent_up_to);
+        return !batch.empty() || log_->last_sequence() > sent_up_to;
       };
       if (current == 0) {
         cv_.wait(lock, has_work);
@@ -218,31 +188,19 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
         }
       }
       if (stopping_ || stream.over() || return_to_) break;
-      if (from_spool.empty()) {
-        for (const auto& r : pending_) {
-          if (r->sequence() > sent_up_to) {
-            next = r;
-            break;
-          }
-        }
-      }
     }
-    if (from_spool.empty() && spool != nullptr &&
-        (next == nullptr || next->sequence() > sent_up_to + 1)) {
+    if (batch.empty()) {
       uint64_t scanned = 0;
-      const uint64_t before = next ? next->sequence() : UINT64_MAX;
-      for (auto& r : spool->Read(sent_up_to, before, 256, &scanned)) {
-        from_spool.push_back(std::move(r));
+      for (auto& r : log_->Read(sent_up_to, UINT64_MAX, kReadBatch, &scanned)) {
+        batch.push_back(std::move(r));
       }
-      if (from_spool.empty() && next == nullptr) {
+      if (batch.empty()) {
         sent_up_to = std::max(sent_up_to, scanned);  // nothing left there to send
         continue;
       }
     }
-    if (!from_spool.empty()) {
-      next = std::move(from_spool.front());
-      from_spool.pop_front();
-    }
+    const std::shared_ptr<const v1::NodeReport> next = std::move(batch.front());
+    batch.pop_front();
     if (stream.TrySend(*next) != IngestStream::SendResult::kQueued) break;
     sent_up_to = next->sequence();
   }
@@ -288,38 +246,14 @@ std::optional<size_t> ParseMessageSizeLimit(const std::string& error_message) {
 void Uplink::DropTooLarge(const grpc::Status& status) {
   const auto limit = ParseMessageSizeLimit(status.error_message());
   if (!limit) return;
-  uint64_t after = 0;
   std::shared_ptr<const v1::NodeReport> culprit;
-  {
-    std::lock_guard lock(mu_);
-    after = acked_sequence_;
-    for (const auto& r : pending_) {
-      if (r->sequence() > after && r->ByteSizeLong() > *limit) {
-        culprit = r;
-        break;
-      }
-    }
-  }
-  // Reports between the acknowledged one and memory's oldest are only in the spool.
-  if (Spool* const spool = options_.spool; spool != nullptr) {
-    uint64_t before = 0;
-    {
-      std::lock_guard lock(mu_);
-      before = pending_.empty() ? UINT64_MAX : pending_.front()->sequence();
-    }
-    if (culprit) before = std::min(before, culprit->sequence());
-    for (uint64_t from = after; from + 1 < before;) {
-      uint64_t scanned = 0;
-      const auto chunk = spool->Read(from, before, 256, &scanned);
-      const auto big = std::find_if(chunk.begin(), chunk.end(),
-                                    [&](const auto& r) { return r->ByteSizeLong() > *limit; });
-      if (big != chunk.end()) {
-        culprit = *big;
-        break;
-      }
-      if (chunk.empty() || scanned <= from) break;
-      from = std::max(scanned, chunk.back()->sequence());
-    }
+  for (uint64_t from = log_->acknowledged(); culprit == nullptr;) {
+    const auto chunk = log_->Read(from, UINT64_MAX, kReadBatch, nullptr);
+    if (chunk.empty()) break;
+    const auto big = std::find_if(chunk.begin(), chunk.end(),
+                                  [&](const auto& r) { return r->ByteSizeLong() > *limit; });
+    if (big != chunk.end()) culprit = *big;
+    from = chunk.back()->sequence();
   }
   if (!culprit) {
     spdlog::warn(
@@ -329,20 +263,12 @@ void Uplink::DropTooLarge(const grpc::Status& status) {
     return;
   }
   const uint64_t sequence = culprit->sequence();
-  {
-    std::lock_guard lock(mu_);
-    acked_sequence_ = std::max(acked_sequence_, sequence);
-    ++dropped_;
-    while (!pending_.empty() && pending_.front()->sequence() <= sequence) {
-      unspooled_.erase(pending_.front()->sequence());
-      pending_.pop_front();
-    }
-  }
-  if (options_.spool != nullptr) options_.spool->Acknowledge(sequence);
+  log_->GiveUp(sequence);
   spdlog::error(
       "dropped report {} ({} bytes): the exporter {} takes at most {} bytes "
       "(--grpc.max-recv-msg-size); counted in accelmon_agent_dropped_reports_total",
       sequence, culprit->ByteSizeLong(), targets_[current_].address, *limit);
+  { std::lock_guard lock(mu_); }
   cv_.notify_all();
 }
 

@@ -2,6 +2,8 @@
 // never blocks on the network; one thread streams them, in order, and forgets a report only
 // once the exporter has acknowledged it. After a broken stream it reconnects with exponential
 // backoff and jitter and re-sends everything unacknowledged (the exporter drops duplicates).
+// What is unacknowledged has one book, a ReportLog (report_log.h): the disk spool when there is
+// one, else a queue in memory; the uplink itself only remembers how far it has sent.
 // Given several exporters it streams to the one ranked first for its node (rendezvous.h), fails
 // over down the ranking while that one is unreachable, and returns when it is back.
 #pragma once
@@ -12,11 +14,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,17 +26,19 @@
 
 namespace accelmon {
 
+class ReportLog;
 class Spool;
 
 struct UplinkOptions {
   std::string exporter_address = "localhost:9478";
   GrpcClientTls tls{};  // plain text unless enabled
-  // Reports kept while the exporter is away (an hour at 1s); beyond that the oldest go first.
+  // Without a spool: reports kept while the exporter is away (an hour at 1s); beyond that the
+  // oldest go first. A spool is bounded by its own max_bytes instead.
   size_t max_pending = 3600;
   std::chrono::milliseconds min_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
-  // With a disk spool, every report is written there first; reports that memory no longer holds
-  // (or that an earlier run left unacknowledged) are read back from it, oldest first.
+  // With a disk spool, every report is written there first and read back from it to be sent,
+  // oldest first (an earlier run's unacknowledged ones too); it is the only record of them.
   Spool* spool = nullptr;
   // Several exporters (when set, exporter_address is not used), ranked for `node` by rendezvous
   // hashing. Unreachable: the next in the ranking is tried. While streaming to any but the first,
@@ -95,15 +97,13 @@ class Uplink {
   };
 
   const UplinkOptions options_;
-  std::vector<Target> targets_;  // best first; one without exporter_addresses
+  std::vector<Target> targets_;        // best first; one without exporter_addresses
+  std::unique_ptr<ReportLog> memory_;  // the book without a spool
+  ReportLog* log_ = nullptr;           // the spool or memory_
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<const v1::NodeReport>> pending_;  // sorted by sequence
-  uint64_t dropped_ = 0;
-  uint64_t acknowledged_ = 0;
-  uint64_t acked_sequence_ = 0;   // the highest acknowledged sequence
-  std::set<uint64_t> unspooled_;  // in memory only: the spool refused them
+  uint64_t acknowledged_ = 0;  // acks that moved the watermark
   bool connected_ = false;
   bool stopping_ = false;
   size_t current_ = 0;               // into targets_; written by the streaming thread only
