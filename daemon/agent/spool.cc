@@ -413,7 +413,7 @@ bool Spool::AppendShared(const v1::NodeReport& report,
 void Spool::EnforceLimitLocked() {
   while (total_bytes_ + tail_bytes_ > options_.max_bytes) {
     // Never the segment being written.
-    const bool segment_droppable = segments_.size() > 1;
+    const bool segment_droppable = segments_.size() > 1 || (fd_ < 0 && !segments_.empty());
     const uint64_t settled = std::max(acknowledged_, dropped_through_);
     if (segment_droppable) {
       const Segment& front = segments_.front();

@@ -1,5 +1,6 @@
 // The uplink with a disk spool against a real exporter over loopback: reports that memory cannot
-// hold, or that an earlier agent run left unacknowledged, are read back from disk and delivered.
+// hold, or that an earlier agent run left unacknowledged, are read back from disk and delivered;
+// those the disk refused are delivered from the spool's memory, in order with the rest.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -9,6 +10,7 @@
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
 #include "daemon/agent/spool.h"
+#include "recording/segment_writer.h"
 #include "support/loopback_exporter.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -67,6 +69,33 @@ TEST_F(SpoolUplinkTest, DeliversWhatMemoryCouldNotHold) {
   EXPECT_EQ(exporter->stats().reports_applied.load(), 50u);
   EXPECT_EQ(uplink.stats().dropped, 0u);
   EXPECT_EQ(spool.acknowledged(), 50u);
+}
+
+TEST_F(SpoolUplinkTest, DeliversWhatTheDiskRefusedInOrder) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  Spool spool(SpoolOptions{.dir = dir_}, NewAgentInstanceId());
+  // The first 10 segments the spool opens take no write: each refuses one report.
+  for (uint64_t index = 1; index <= 10; ++index) {
+    std::filesystem::create_symlink("/dev/full", recording::SegmentFilePath(dir_, index));
+  }
+  Uplink uplink(Options(&spool));
+  Agent agent(AgentOptions{.node = "spool-node", .instance_id = spool.instance_id()},
+              SimCollectors(), uplink);
+  uplink.Start();
+  for (int i = 0; i < 30; ++i) uplink.Submit(agent.CollectOnce());
+  EXPECT_EQ(spool.tail_reports(), 10u);
+  EXPECT_EQ(uplink.stats().pending, 30u);
+  EXPECT_EQ(uplink.stats().dropped, 0u);
+
+  auto exporter = StartExporter();
+  ASSERT_TRUE(uplink.WaitUntilDrained(20s));
+  uplink.Stop();
+  EXPECT_EQ(exporter->stats().reports_applied.load(), 30u);
+  EXPECT_EQ(exporter->stats().reports_duplicate.load(), 0u) << "sent in sequence order";
+  EXPECT_EQ(uplink.stats().dropped, 0u);
+  EXPECT_EQ(uplink.stats().pending, 0u);
+  EXPECT_EQ(spool.tail_reports(), 0u);
+  EXPECT_EQ(spool.acknowledged(), 30u);
 }
 
 TEST_F(SpoolUplinkTest, NextRunResendsWhatTheLastLeftBeforeNewReports) {
