@@ -19,9 +19,13 @@ wait_for_log standalone "diagnosis: opened link_down critical .*device=1 link=nv
 wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="xid_error",node="[^"]+",device="3",link="",severity="critical"\} 1$' 30
 wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="memory_fragmentation",node="[^"]+",device="2",link="",severity="warning"\} 1$' 40
 # ... and the link comes back at 40 s: its series goes, the counter stays.
-link_down_closed() { ! curl -fsS "$URL" | grep -q '^accelmon_diagnosis_active{rule="link_down"'; }
+link_down_closed() {
+  local body
+  body=$(scrape "$URL") && ! grep -q '^accelmon_diagnosis_active{rule="link_down"' <<<"$body"
+}
 wait_until 30 "link_down to close when the link came back" link_down_closed
-curl -fsS "$URL" | grep -q '^accelmon_diagnosis_findings_total{rule="link_down",severity="critical"} 1$' ||
+scrape "$URL" >"$WORK/after_close.prom"
+grep -q '^accelmon_diagnosis_findings_total{rule="link_down",severity="critical"} 1$' "$WORK/after_close.prom" ||
   fail "findings_total lost the closed link_down"
 curl -fsS "$URL" | promtool check metrics || fail "promtool check metrics complains"
 curl -fsS "$URL" | grep '^accelmon_diagnosis_active' | sed -E 's/.*rule="([^"]+)".*device="([^"]*)",link="([^"]*)".*/\1 \2 \3/' |

@@ -39,10 +39,14 @@ wait_for_log() {
 }
 
 # wait_for_metric URL REGEX [SECONDS]: waits until a scrape of URL has a line matching REGEX.
+# scrape URL: the whole body, read before anything greps it. `curl | grep -q` fails under
+# pipefail whenever grep finds its line and exits before curl has written everything.
+scrape() { curl -fsS "$1" 2>/dev/null; }
+
 wait_for_metric() {
-  local url=$1 regex=$2 deadline=$((SECONDS + ${3:-20}))
+  local url=$1 regex=$2 deadline=$((SECONDS + ${3:-20})) body
   while [ $SECONDS -lt $deadline ]; do
-    if curl -fsS "$url" 2>/dev/null | grep -Eq "$regex"; then return 0; fi
+    if body=$(scrape "$url") && grep -Eq "$regex" <<<"$body"; then return 0; fi
     sleep 0.2
   done
   fail "timed out waiting for /$regex/ at $url"
