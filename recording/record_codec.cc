@@ -22,6 +22,8 @@ void AppendVarint(uint64_t value, std::string* out) {
   out->push_back(static_cast<char>(value));
 }
 
+}  // namespace
+
 bool ReadVarint(std::string_view data, size_t& pos, uint64_t& value) {
   value = 0;
   for (int shift = 0; shift < 64 && pos < data.size(); shift += 7) {
@@ -32,7 +34,27 @@ bool ReadVarint(std::string_view data, size_t& pos, uint64_t& value) {
   return false;
 }
 
-}  // namespace
+bool SkipField(std::string_view data, size_t& pos, uint64_t wire_type) {
+  uint64_t n = 0;
+  switch (wire_type) {
+    case 0:
+      return ReadVarint(data, pos, n);
+    case 1:
+      n = 8;
+      break;
+    case 2:
+      if (!ReadVarint(data, pos, n)) return false;
+      break;
+    case 5:
+      n = 4;
+      break;
+    default:
+      return false;  // groups are not used by our messages
+  }
+  if (n > data.size() - pos) return false;
+  pos += n;
+  return true;
+}
 
 void AppendReportToBatch(const v1::NodeReport& report, std::string* batch_body) {
   const size_t size = report.ByteSizeLong();
@@ -51,31 +73,16 @@ bool SplitReportBatch(std::string_view body, std::vector<std::string_view>* repo
   while (pos < body.size()) {
     uint64_t tag = 0;
     if (!ReadVarint(body, pos, tag)) return false;
-    uint64_t n = 0;
-    switch (tag & 7u) {
-      case 0:
-        if (!ReadVarint(body, pos, n)) return false;
-        n = 0;
-        break;
-      case 1:
-        n = 8;
-        break;
-      case 2:
-        if (!ReadVarint(body, pos, n)) return false;
-        break;
-      case 5:
-        n = 4;
-        break;
-      default:
-        return false;  // groups are not used by our messages
-    }
-    if ((tag >> 3) == 0 || n > body.size() - pos) return false;
+    if ((tag >> 3) == 0) return false;
     if (tag == ((1u << 3) | 2u)) {
+      uint64_t n = 0;
+      if (!ReadVarint(body, pos, n) || n > body.size() - pos) return false;
       reports->push_back(body.substr(pos, n));
-    } else if (other_fields != nullptr) {
-      ++*other_fields;
+      pos += n;
+    } else {
+      if (!SkipField(body, pos, tag & 7u)) return false;
+      if (other_fields != nullptr) ++*other_fields;
     }
-    pos += n;
   }
   return true;
 }

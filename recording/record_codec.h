@@ -31,6 +31,12 @@ void AppendReportToBatch(const v1::NodeReport& report, std::string* batch_body);
 bool SplitReportBatch(std::string_view body, std::vector<std::string_view>* reports,
                       uint64_t* other_fields = nullptr);
 
+// The protobuf wire format, for walking a batch without parsing its reports: reads a varint at
+// `pos`, or skips one field of wire type `wire_type`, advancing `pos`; false when the data ends
+// inside it (or, for SkipField, on a group, which our messages never use).
+bool ReadVarint(std::string_view data, size_t& pos, uint64_t& value);
+bool SkipField(std::string_view data, size_t& pos, uint64_t wire_type);
+
 // A SegmentHeader of this format version from `writer`, created now; the caller adds watermarks.
 v1::SegmentHeader NewSegmentHeader(std::string_view writer);
 

@@ -71,39 +71,6 @@ bool ReadWholeFile(const std::string& path, std::string& buffer, std::string* er
   return true;
 }
 
-bool ReadVarint(std::string_view data, size_t& pos, uint64_t& value) {
-  value = 0;
-  for (int shift = 0; shift < 64 && pos < data.size(); shift += 7) {
-    const auto byte = static_cast<uint8_t>(data[pos++]);
-    value |= uint64_t{byte & 0x7fu} << shift;
-    if ((byte & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-// Skips one field of wire type `wire_type`; false when the data ends inside it.
-bool SkipField(std::string_view data, size_t& pos, uint64_t wire_type) {
-  uint64_t n = 0;
-  switch (wire_type) {
-    case 0:
-      return ReadVarint(data, pos, n);
-    case 1:
-      n = 8;
-      break;
-    case 2:
-      if (!ReadVarint(data, pos, n)) return false;
-      break;
-    case 5:
-      n = 4;
-      break;
-    default:
-      return false;  // groups are not used by our messages
-  }
-  if (n > data.size() - pos) return false;
-  pos += n;
-  return true;
-}
-
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
