@@ -5,20 +5,18 @@
 
 #include <vector>
 
+#include "support/report_sequences.h"
+
 namespace accelmon {
 namespace {
+
+using testing::Sequences;
 
 std::shared_ptr<const v1::NodeReport> Report(uint64_t sequence) {
   auto r = std::make_shared<v1::NodeReport>();
   r->set_node("node-a");
   r->set_sequence(sequence);
   return r;
-}
-
-std::vector<uint64_t> Sequences(const std::vector<std::shared_ptr<const v1::NodeReport>>& rs) {
-  std::vector<uint64_t> out;
-  for (const auto& r : rs) out.push_back(r->sequence());
-  return out;
 }
 
 TEST(MemoryReportLog, KeepsTheNewestAndReadsWindows) {

@@ -8,10 +8,13 @@
 #include <vector>
 
 #include "daemon/agent/spool.h"
+#include "support/report_sequences.h"
 #include "support/temp_dir.h"
 
 namespace accelmon {
 namespace {
+
+using testing::Range;
 
 namespace fs = std::filesystem;
 
@@ -37,12 +40,6 @@ std::vector<uint64_t> Sequences(const std::vector<std::shared_ptr<const v1::Node
     EXPECT_EQ(r->node().size(), 5 + PaddingOf(r->sequence())) << r->sequence();
     out.push_back(r->sequence());
   }
-  return out;
-}
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
-  std::vector<uint64_t> out;
-  for (uint64_t s = first; s <= last; ++s) out.push_back(s);
   return out;
 }
 

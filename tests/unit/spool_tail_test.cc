@@ -15,10 +15,14 @@
 
 #include "daemon/agent/spool.h"
 #include "recording/segment_writer.h"
+#include "support/report_sequences.h"
 #include "support/temp_dir.h"
 
 namespace accelmon {
 namespace {
+
+using testing::Range;
+using testing::Sequences;
 
 namespace fs = std::filesystem;
 
@@ -28,18 +32,6 @@ v1::NodeReport Report(uint64_t sequence, size_t padding = 0) {
   r.set_agent_instance_id("feedface00000001");
   r.set_sequence(sequence);
   return r;
-}
-
-std::vector<uint64_t> Sequences(const std::vector<std::shared_ptr<const v1::NodeReport>>& rs) {
-  std::vector<uint64_t> out;
-  for (const auto& r : rs) out.push_back(r->sequence());
-  return out;
-}
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
-  std::vector<uint64_t> out;
-  for (uint64_t s = first; s <= last; ++s) out.push_back(s);
-  return out;
 }
 
 class SpoolTailTest : public ::testing::Test {

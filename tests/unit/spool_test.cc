@@ -16,11 +16,15 @@
 #include "recording/log_format.h"
 #include "recording/log_reader.h"
 #include "recording/record_codec.h"
+#include "support/report_sequences.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
 
 namespace accelmon {
 namespace {
+
+using testing::Range;
+using testing::Sequences;
 
 namespace fs = std::filesystem;
 
@@ -53,18 +57,6 @@ v1::NodeReport Report(uint64_t sequence, size_t padding = 0) {
   r.set_sequence(sequence);
   r.mutable_timestamp()->set_seconds(static_cast<int64_t>(1'700'000'000 + sequence));
   return r;
-}
-
-std::vector<uint64_t> Sequences(const std::vector<std::shared_ptr<const v1::NodeReport>>& rs) {
-  std::vector<uint64_t> out;
-  for (const auto& r : rs) out.push_back(r->sequence());
-  return out;
-}
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t last) {
-  std::vector<uint64_t> out;
-  for (uint64_t s = first; s <= last; ++s) out.push_back(s);
-  return out;
 }
 
 void WriteFile(const std::string& path, const std::string& data) {
