@@ -1,0 +1,296 @@
+// job_straggler: one rank of a job much slower than the rest. In a synchronous job the slowest rank
+// sets everyone's pace, so a device (or a whole node) that computes, communicates or steps at a
+// fraction of the job's median for a sustained time is worth a look: a throttled or degraded
+// device, a noisy neighbour, a slow link. A job rule: it compares the ranks of one job across all
+// its nodes.
+//
+// The measure is the pushed step rate when every rank reports one, else the compute ratio, else
+// the link traffic (transmit + receive of all its links). A job that is idle or hung (its median
+// compute ratio under `min_busy_ratio`) has no straggler: that is job_stall's business.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "diagnostics/rules/rule_state.h"
+#include "diagnostics/rules/rules.h"
+
+namespace accelmon::diagnostics {
+namespace {
+
+enum class Measure { kSteps, kCompute, kLinks };
+
+std::string_view MeasureName(Measure m) {
+  switch (m) {
+    case Measure::kSteps:
+      return "step_rate";
+    case Measure::kCompute:
+      return "compute_ratio";
+    case Measure::kLinks:
+      return "link_bytes_per_second";
+  }
+  return "";
+}
+
+std::string_view MeasureUnit(Measure m) {
+  switch (m) {
+    case Measure::kSteps:
+      return "steps_per_second";
+    case Measure::kCompute:
+      return "ratio";
+    case Measure::kLinks:
+      return "bytes_per_second";
+  }
+  return "";
+}
+
+double Median(std::vector<double> values) {
+  const size_t n = values.size();
+  std::sort(values.begin(), values.end());
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+class JobStragglerRule final : public JobRule {
+ public:
+  explicit JobStragglerRule(const JobStragglerConfig& config) : config_(config) {}
+
+  void Observe(const JobSlice& slice, JobRuleContext& context) override {
+    if (slice.devices.empty()) {
+      if (auto it = nodes_.find(slice.node); it != nodes_.end()) nodes_.erase(it);
+    } else {
+      auto it = nodes_.find(slice.node);
+      if (it == nodes_.end()) it = nodes_.try_emplace(std::string(slice.node)).first;
+      Update(it->second, slice);
+    }
+    Judge(slice);
+    RaiseSlow(slice, context);
+  }
+
+ private:
+  struct RankState {
+    std::string device;  // index, as the `device` label
+    std::string uuid;
+    std::string rank;  // as the holder says; empty when unknown
+    std::optional<double> compute;
+    std::optional<double> link_rate;
+    std::optional<double> step_rate;
+    Slots<ByteCounters> links;
+    std::optional<std::pair<uint64_t, int64_t>> steps;  // previous steps_total and its time
+    std::optional<int64_t> slow_since_ns;
+    double value = 0;   // at the last verdict
+    double median = 0;  // of the job, at the last verdict
+  };
+  using NodeRanks = std::map<std::string, RankState, std::less<>>;  // by DeviceKey
+
+  void Update(NodeRanks& ranks, const JobSlice& slice) {
+    NodeRanks next;
+    for (const v1::DeviceTelemetry* device : slice.devices) {
+      const std::string key = DeviceKey(*device);
+      auto old = ranks.find(key);
+      RankState& r = next[key];
+      if (old != ranks.end()) r = std::move(old->second);
+      UpdateRank(r, *device, slice.now_ns);
+    }
+    ranks = std::move(next);
+  }
+
+  static void UpdateRank(RankState& r, const v1::DeviceTelemetry& device, int64_t now) {
+    r.device = std::to_string(device.identity().index());
+    r.uuid = device.identity().uuid();
+    r.rank.clear();
+    for (const v1::DeviceHolder& h : device.holders()) {
+      if (!h.job().empty()) {
+        r.rank = h.rank();
+        break;
+      }
+    }
+    r.compute.reset();
+    if (device.utilization().has_compute_ratio()) r.compute = device.utilization().compute_ratio();
+    r.link_rate.reset();
+    for (int j = 0; j < device.links_size(); ++j) {
+      const v1::Link& link = device.links(j);
+      if (const auto rate = r.links.Get(j, link.name()).Update(link, now)) {
+        r.link_rate = r.link_rate.value_or(0) + *rate;
+      }
+    }
+    // Steps: the sum of what the device's processes pushed; a counter that went down (a
+    // restarted process) skips one interval.
+    std::optional<uint64_t> steps;
+    for (const v1::ProcessMemory& p : device.processes()) {
+      if (p.has_steps_total()) steps = steps.value_or(0) + p.steps_total();
+    }
+    r.step_rate.reset();
+    if (steps && r.steps && now > r.steps->second && *steps >= r.steps->first) {
+      r.step_rate = static_cast<double>(*steps - r.steps->first) /
+                    (static_cast<double>(now - r.steps->second) / 1e9);
+    }
+    if (steps) {
+      r.steps = std::pair(*steps, now);
+    } else {
+      r.steps.reset();
+    }
+  }
+
+  static std::optional<double> ValueOf(const RankState& r, Measure m) {
+    switch (m) {
+      case Measure::kSteps:
+        return r.step_rate;
+      case Measure::kCompute:
+        return r.compute;
+      case Measure::kLinks:
+        return r.link_rate;
+    }
+    return std::nullopt;
+  }
+
+  // The measure every rank reports, in order of preference; none when no measure is complete.
+  std::optional<Measure> CommonMeasure() const {
+    for (const Measure m : {Measure::kSteps, Measure::kCompute, Measure::kLinks}) {
+      bool all = true;
+      for (const auto& [node, ranks] : nodes_) {
+        for (const auto& [key, r] : ranks) all = all && ValueOf(r, m).has_value();
+      }
+      if (all) return m;
+    }
+    return std::nullopt;
+  }
+
+  void ResetAll() {
+    for (auto& [node, ranks] : nodes_) {
+      for (auto& [key, r] : ranks) r.slow_since_ns.reset();
+    }
+  }
+
+  // Judges the ranks of the slice's node (the ones with fresh values) against the job's median.
+  void Judge(const JobSlice& slice) {
+    measure_ = CommonMeasure();
+    std::vector<double> values, computes;
+    for (const auto& [node, ranks] : nodes_) {
+      for (const auto& [key, r] : ranks) {
+        if (measure_) values.push_back(*ValueOf(r, *measure_));
+        if (r.compute) computes.push_back(*r.compute);
+      }
+    }
+    const bool judged = measure_ && values.size() >= config_.min_ranks &&
+                        (computes.empty() || Median(computes) >= config_.min_busy_ratio);
+    if (!judged) {
+      ResetAll();
+      return;
+    }
+    median_ = Median(values);
+    if (median_ <= 0) {
+      ResetAll();
+      return;
+    }
+    auto it = nodes_.find(slice.node);
+    if (it == nodes_.end()) return;
+    for (auto& [key, r] : it->second) {
+      r.value = *ValueOf(r, *measure_);
+      r.median = median_;
+      if (r.value < config_.ratio * median_) {
+        if (!r.slow_since_ns) r.slow_since_ns = slice.now_ns;
+      } else {
+        r.slow_since_ns.reset();
+      }
+    }
+  }
+
+  bool SlowLongEnough(const RankState& r, int64_t now) const {
+    return r.slow_since_ns &&
+           static_cast<double>(now - *r.slow_since_ns) / 1e9 >= config_.for_seconds;
+  }
+
+  void RaiseSlow(const JobSlice& slice, JobRuleContext& context) {
+    if (!measure_) return;
+    size_t total = 0;
+    for (const auto& [node, ranks] : nodes_) total += ranks.size();
+    for (const auto& [node, ranks] : nodes_) {
+      size_t slow = 0;
+      int64_t since = 0;
+      double value_sum = 0;
+      for (const auto& [key, r] : ranks) {
+        if (!SlowLongEnough(r, slice.now_ns)) continue;
+        ++slow;
+        since = std::max(since, *r.slow_since_ns);
+        value_sum += r.value;
+      }
+      if (slow == 0) continue;
+      // A whole node slower than the others is one straggler, not one per device.
+      if (slow == ranks.size() && ranks.size() > 1 && total > ranks.size()) {
+        RaiseNode(slice, context, node, ranks, since, value_sum / static_cast<double>(slow));
+        continue;
+      }
+      for (const auto& [key, r] : ranks) {
+        if (SlowLongEnough(r, slice.now_ns)) RaiseRank(slice, context, node, r, total);
+      }
+    }
+  }
+
+  Raised Common(const JobSlice& slice, double value, double median, int64_t since, size_t ranks,
+                const std::string& who) const {
+    const double share = value / median;
+    const double slow_for = static_cast<double>(slice.now_ns - since) / 1e9;
+    Raised raised;
+    raised.severity = kWarning;
+    raised.plot = measure_ == Measure::kLinks ? "link_bytes_per_second" : "compute_ratio";
+    raised.start_ns = since;
+    raised.summary = "job " + std::string(slice.job) + ": " + who + " at " +
+                     std::to_string(std::lround(share * 100)) + "% of the job's median " +
+                     std::string(MeasureName(*measure_)) + " for " +
+                     FormatDuration(std::chrono::duration<double>(slow_for)) + " — straggler";
+    raised.evidence.push_back(TextEvidence("job", slice.job));
+    raised.evidence.push_back(TextEvidence("measure", MeasureName(*measure_)));
+    raised.evidence.push_back(NumberEvidence("value", value, MeasureUnit(*measure_)));
+    raised.evidence.push_back(NumberEvidence("job_median", median, MeasureUnit(*measure_)));
+    raised.evidence.push_back(NumberEvidence("share_of_median", share, "ratio"));
+    raised.evidence.push_back(NumberEvidence("ranks", static_cast<double>(ranks), "count"));
+    raised.evidence.push_back(NumberEvidence("slow_for", slow_for, "seconds"));
+    return raised;
+  }
+
+  void RaiseRank(const JobSlice& slice, JobRuleContext& context, const std::string& node,
+                 const RankState& r, size_t total) const {
+    const std::string who = (r.rank.empty() ? std::string("a rank") : "rank " + r.rank) + " (" +
+                            node + " device " + r.device + ")";
+    Raised raised = Common(slice, r.value, r.median, *r.slow_since_ns, total, who);
+    if (!r.rank.empty())
+      raised.evidence.insert(raised.evidence.begin() + 1, TextEvidence("rank", r.rank));
+    context.Raise(node, Subject{.device = r.device, .device_uuid = r.uuid, .link = {}},
+                  std::move(raised));
+  }
+
+  void RaiseNode(const JobSlice& slice, JobRuleContext& context, const std::string& node,
+                 const NodeRanks& ranks, int64_t since, double value) const {
+    std::string rank_list;
+    double median = 0;
+    size_t total = 0;
+    for (const auto& [n, rs] : nodes_) total += rs.size();
+    for (const auto& [key, r] : ranks) {
+      if (!r.rank.empty()) rank_list += (rank_list.empty() ? "" : ", ") + r.rank;
+      median = r.median;
+    }
+    const std::string who =
+        "node " + node + " (all " + std::to_string(ranks.size()) + " of its devices)";
+    Raised raised = Common(slice, value, median, since, total, who);
+    if (!rank_list.empty()) {
+      raised.evidence.insert(raised.evidence.begin() + 1, TextEvidence("ranks_on_node", rank_list));
+    }
+    context.Raise(node, Subject{}, std::move(raised));
+  }
+
+  const JobStragglerConfig config_;
+  std::map<std::string, NodeRanks, std::less<>> nodes_;  // the job's nodes, by name
+  std::optional<Measure> measure_;
+  double median_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<JobRule> MakeJobStragglerRule(const Config& config) {
+  return std::make_unique<JobStragglerRule>(config.job_straggler);
+}
+
+}  // namespace accelmon::diagnostics
