@@ -83,18 +83,25 @@ class JobStragglerRule final : public JobRule {
     double value = 0;   // at the last verdict
     double median = 0;  // of the job, at the last verdict
   };
-  using NodeRanks = std::map<std::string, RankState, std::less<>>;  // by DeviceKey
+  using Ranks = std::map<std::string, RankState, std::less<>>;  // by DeviceKey
+  struct NodeRanks {
+    Ranks ranks;
+    // The node as one rank: the mean of its devices against the median of the nodes' means.
+    std::optional<int64_t> slow_since_ns;
+    double value = 0;
+    double median = 0;
+  };
 
-  void Update(NodeRanks& ranks, const JobSlice& slice) {
-    NodeRanks next;
+  void Update(NodeRanks& node, const JobSlice& slice) {
+    Ranks next;
     for (const v1::DeviceTelemetry* device : slice.devices) {
       const std::string key = DeviceKey(*device);
-      auto old = ranks.find(key);
+      auto old = node.ranks.find(key);
       RankState& r = next[key];
-      if (old != ranks.end()) r = std::move(old->second);
+      if (old != node.ranks.end()) r = std::move(old->second);
       UpdateRank(r, *device, slice.now_ns);
     }
-    ranks = std::move(next);
+    node.ranks = std::move(next);
   }
 
   static void UpdateRank(RankState& r, const v1::DeviceTelemetry& device, int64_t now) {
@@ -150,8 +157,8 @@ class JobStragglerRule final : public JobRule {
   std::optional<Measure> CommonMeasure() const {
     for (const Measure m : {Measure::kSteps, Measure::kCompute, Measure::kLinks}) {
       bool all = true;
-      for (const auto& [node, ranks] : nodes_) {
-        for (const auto& [key, r] : ranks) all = all && ValueOf(r, m).has_value();
+      for (const auto& [name, node] : nodes_) {
+        for (const auto& [key, r] : node.ranks) all = all && ValueOf(r, m).has_value();
       }
       if (all) return m;
     }
@@ -159,20 +166,24 @@ class JobStragglerRule final : public JobRule {
   }
 
   void ResetAll() {
-    for (auto& [node, ranks] : nodes_) {
-      for (auto& [key, r] : ranks) r.slow_since_ns.reset();
+    for (auto& [name, node] : nodes_) {
+      node.slow_since_ns.reset();
+      for (auto& [key, r] : node.ranks) r.slow_since_ns.reset();
     }
   }
 
   // Judges the ranks of the slice's node (the ones with fresh values) against the job's median.
   void Judge(const JobSlice& slice) {
     measure_ = CommonMeasure();
-    std::vector<double> values, computes;
-    for (const auto& [node, ranks] : nodes_) {
-      for (const auto& [key, r] : ranks) {
+    std::vector<double> values, computes, node_means;
+    for (const auto& [name, node] : nodes_) {
+      double sum = 0;
+      for (const auto& [key, r] : node.ranks) {
         if (measure_) values.push_back(*ValueOf(r, *measure_));
+        if (measure_) sum += *ValueOf(r, *measure_);
         if (r.compute) computes.push_back(*r.compute);
       }
+      if (!node.ranks.empty()) node_means.push_back(sum / static_cast<double>(node.ranks.size()));
     }
     const bool judged = measure_ && values.size() >= config_.min_ranks &&
                         (computes.empty() || Median(computes) >= config_.min_busy_ratio);
@@ -187,44 +198,50 @@ class JobStragglerRule final : public JobRule {
     }
     auto it = nodes_.find(slice.node);
     if (it == nodes_.end()) return;
-    for (auto& [key, r] : it->second) {
+    NodeRanks& node = it->second;
+    double sum = 0;
+    for (auto& [key, r] : node.ranks) {
       r.value = *ValueOf(r, *measure_);
       r.median = median_;
-      if (r.value < config_.ratio * median_) {
-        if (!r.slow_since_ns) r.slow_since_ns = slice.now_ns;
-      } else {
-        r.slow_since_ns.reset();
-      }
+      sum += r.value;
+      Track(r.slow_since_ns, r.value < config_.ratio * median_, slice.now_ns);
+    }
+    // A node is judged as one rank among at least three nodes, when it has several devices.
+    node.value = sum / static_cast<double>(node.ranks.size());
+    node.median = Median(node_means);
+    Track(node.slow_since_ns,
+          nodes_.size() >= 3 && node.ranks.size() > 1 && node.value < config_.ratio * node.median,
+          slice.now_ns);
+  }
+
+  static void Track(std::optional<int64_t>& since, bool slow, int64_t now) {
+    if (!slow) {
+      since.reset();
+    } else if (!since) {
+      since = now;
     }
   }
 
-  bool SlowLongEnough(const RankState& r, int64_t now) const {
-    return r.slow_since_ns &&
-           static_cast<double>(now - *r.slow_since_ns) / 1e9 >= config_.for_seconds;
+  bool SlowLongEnough(const std::optional<int64_t>& since, int64_t now) const {
+    return since && static_cast<double>(now - *since) / 1e9 >= config_.for_seconds;
   }
 
   void RaiseSlow(const JobSlice& slice, JobRuleContext& context) {
     if (!measure_) return;
     size_t total = 0;
-    for (const auto& [node, ranks] : nodes_) total += ranks.size();
-    for (const auto& [node, ranks] : nodes_) {
-      size_t slow = 0;
-      int64_t since = 0;
-      double value_sum = 0;
-      for (const auto& [key, r] : ranks) {
-        if (!SlowLongEnough(r, slice.now_ns)) continue;
-        ++slow;
-        since = std::max(since, *r.slow_since_ns);
-        value_sum += r.value;
-      }
-      if (slow == 0) continue;
+    for (const auto& [name, node] : nodes_) total += node.ranks.size();
+    for (const auto& [name, node] : nodes_) {
       // A whole node slower than the others is one straggler, not one per device.
-      if (slow == ranks.size() && ranks.size() > 1 && total > ranks.size()) {
-        RaiseNode(slice, context, node, ranks, since, value_sum / static_cast<double>(slow));
+      if (node.slow_since_ns) {
+        if (SlowLongEnough(node.slow_since_ns, slice.now_ns)) {
+          RaiseNode(slice, context, name, node, total);
+        }
         continue;
       }
-      for (const auto& [key, r] : ranks) {
-        if (SlowLongEnough(r, slice.now_ns)) RaiseRank(slice, context, node, r, total);
+      for (const auto& [key, r] : node.ranks) {
+        if (SlowLongEnough(r.slow_since_ns, slice.now_ns)) {
+          RaiseRank(slice, context, name, r, total);
+        }
       }
     }
   }
@@ -262,23 +279,24 @@ class JobStragglerRule final : public JobRule {
                   std::move(raised));
   }
 
-  void RaiseNode(const JobSlice& slice, JobRuleContext& context, const std::string& node,
-                 const NodeRanks& ranks, int64_t since, double value) const {
+  void RaiseNode(const JobSlice& slice, JobRuleContext& context, const std::string& name,
+                 const NodeRanks& node, size_t total) const {
+    std::vector<const RankState*> by_index;  // in device order, as people count them
+    for (const auto& [key, r] : node.ranks) by_index.push_back(&r);
+    std::sort(by_index.begin(), by_index.end(), [](const RankState* a, const RankState* b) {
+      return std::pair(a->device.size(), a->device) < std::pair(b->device.size(), b->device);
+    });
     std::string rank_list;
-    double median = 0;
-    size_t total = 0;
-    for (const auto& [n, rs] : nodes_) total += rs.size();
-    for (const auto& [key, r] : ranks) {
-      if (!r.rank.empty()) rank_list += (rank_list.empty() ? "" : ", ") + r.rank;
-      median = r.median;
+    for (const RankState* r : by_index) {
+      if (!r->rank.empty()) rank_list += (rank_list.empty() ? "" : ", ") + r->rank;
     }
     const std::string who =
-        "node " + node + " (all " + std::to_string(ranks.size()) + " of its devices)";
-    Raised raised = Common(slice, value, median, since, total, who);
+        "node " + name + " (all " + std::to_string(node.ranks.size()) + " of its devices)";
+    Raised raised = Common(slice, node.value, node.median, *node.slow_since_ns, total, who);
     if (!rank_list.empty()) {
       raised.evidence.insert(raised.evidence.begin() + 1, TextEvidence("ranks_on_node", rank_list));
     }
-    context.Raise(node, Subject{}, std::move(raised));
+    context.Raise(name, Subject{}, std::move(raised));
   }
 
   const JobStragglerConfig config_;
