@@ -441,7 +441,7 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     process.set_world_size(job.world_size);
     process.set_steps_total(static_cast<uint64_t>(d.steps));
     process.set_used_bytes(used_b);
-    process.set_command("python");
+    process.set_command("python3");
     process.set_user(job.user);
     process.set_reserved_bytes(process_reserved_b);
     process.set_allocated_bytes(allocated_b);
@@ -470,7 +470,7 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     holder.set_rank(std::to_string(job.rank));
     holder.set_world_size(job.world_size);
     holder.set_memory_used_bytes(used_b);
-    holder.set_command("python");
+    holder.set_command("python3");
   }
 
   // Power follows utilization; energy integrates power.
