@@ -21,7 +21,7 @@ constexpr double kLargestCachedShare = 0.1;  // the largest cached free block, o
 constexpr double kThermalTauSeconds = 60;
 constexpr double kSlowdownCelsius = 87;
 constexpr double kThermalThrottleFactor = 0.7;  // compute lost while hw_thermal throttles
-constexpr double kStepsPerBusySecond = 10;      // training steps per second at full compute
+constexpr double kStepsPerBusySecond = 100;     // training steps per second at full compute
 constexpr std::string_view kDefaultJob = "sim-job";
 
 // A pod name from its pattern: {job}, {node}, {device}, {rank} replaced.

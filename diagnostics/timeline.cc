@@ -71,8 +71,7 @@ std::string SizeText(double bytes) {
 }
 
 std::string Subject(const v1::Finding& f) {
-  std::string s = f.job().empty() ? std::string() : "job " + f.job() + " ";
-  s += "node " + f.node();
+  std::string s = "node " + f.node();
   if (!f.device().empty()) s += " device " + f.device();
   if (!f.link().empty()) s += " link " + f.link();
   return s;
@@ -382,6 +381,11 @@ void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
     std::snprintf(severity, sizeof severity, "%-8s", Upper(f.severity()).c_str());
     out << FormatRfc3339(ToNanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
         << Subject(f) << "  " << f.summary() << '\n';
+    // The job, unless the evidence says it already.
+    const bool job_in_evidence = std::any_of(
+        f.evidence().begin(), f.evidence().end(),
+        [&](const v1::Evidence& e) { return e.name() == "job" && e.text() == f.job(); });
+    if (!f.job().empty() && !job_in_evidence) out << "    job: " << f.job() << '\n';
     if (!f.consequence_of().empty()) {
       out << "    likely a consequence of " << f.consequence_of() << '\n';
     }
