@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -162,6 +163,7 @@ size_t AttributePods(const podresources::ListPodResourcesResponse& pods, v1::Nod
   size_t added = 0;
   std::set<std::tuple<int, std::string, std::string, std::string>> seen;
   std::vector<int> touched;
+  std::map<int, size_t> pods_on;  // device -> POD holders added
   for (const podresources::PodResources& pod : pods.pod_resources()) {
     for (const podresources::ContainerResources& container : pod.containers()) {
       for (const podresources::ContainerDevices& devices : container.devices()) {
@@ -170,6 +172,7 @@ size_t AttributePods(const podresources::ListPodResourcesResponse& pods, v1::Nod
           if (d < 0) continue;
           // Two replicas of one shared GPU (or two resources of one device) are one holder.
           if (!seen.emplace(d, pod.namespace_(), pod.name(), container.name()).second) continue;
+          if (++pods_on[d] > kMaxPodHoldersPerDevice) continue;
           v1::DeviceHolder& h = *report.mutable_devices(d)->add_holders();
           h.set_kind(v1::HOLDER_KIND_POD);
           h.set_pod(pod.name());

@@ -30,6 +30,9 @@ inline constexpr const char* kDefaultKubeletSocket = "/var/lib/kubelet/pod-resou
 
 // Pids kept per POD holder when PROCESS holders are folded into it (the lowest ones).
 inline constexpr size_t kMaxPodHolderPids = 64;
+// POD holders per device (time-slicing can share one GPU among many containers); the first ones
+// in the kubelet's order are kept, so a report stays within the exporter's limits.
+inline constexpr size_t kMaxPodHoldersPerDevice = 64;
 
 // The index of `device` among `report`'s devices a device plugin id names, or -1. `resource` is
 // the plugin's resource name ("nvidia.com/gpu"), `id` one of its device ids.

@@ -150,6 +150,20 @@ TEST(AttributePods, SharedReplicasOfOneGpuAreOneHolderPerContainer) {
   EXPECT_EQ(r.devices(0).holders(1).pod(), "infer-b");
 }
 
+TEST(AttributePods, PodsPerDeviceAreCapped) {
+  auto r = MixedNode();
+  ::v1::ListPodResourcesResponse pods;
+  for (size_t i = 0; i < kMaxPodHoldersPerDevice + 5; ++i) {
+    Assign(*AddContainer(pods, "ns", "replica-" + std::to_string(i), "c"), "nvidia.com/gpu",
+           {"GPU-5f3c0000-1111-2222-3333-444455556666::" + std::to_string(i)});
+  }
+  Assign(*AddContainer(pods, "ns", "other", "c"), "nvidia.com/gpu", {"1"});
+  EXPECT_EQ(AttributePods(pods, r), kMaxPodHoldersPerDevice + 1);
+  ASSERT_EQ(static_cast<size_t>(r.devices(0).holders_size()), kMaxPodHoldersPerDevice);
+  EXPECT_EQ(r.devices(0).holders(0).pod(), "replica-0") << "the first ones are kept";
+  EXPECT_EQ(r.devices(1).holders_size(), 1) << "the cap is per device";
+}
+
 v1::DeviceHolder ProcessHolder(const std::string& user, std::vector<uint32_t> pids, uint64_t memory,
                                const std::string& command) {
   v1::DeviceHolder h;
