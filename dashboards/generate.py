@@ -365,8 +365,8 @@ DEVICE = [
           [("accelmon_device_memory_fragmentation_ratio{%s}" % SEL_DEV, "1 - largest free block / free")],
           unit="percentunit", min_=0, max_=1),
     panel("Per-process allocator memory", "timeseries",
-          [("accelmon_process_memory_reserved_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job}}/{{rank}} reserved"),
-           ("accelmon_process_memory_allocated_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job}}/{{rank}} allocated")],
+          [("accelmon_process_memory_reserved_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job_id}}/{{rank}} reserved"),
+           ("accelmon_process_memory_allocated_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job_id}}/{{rank}} allocated")],
           unit="bytes", description="Training processes pushing allocator statistics (accelmon_push; the simulator "
                                     "simulates one per device)."),
     panel("Per-process allocator OOMs and retries (1 h)", "timeseries",
