@@ -357,6 +357,16 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     process.set_segments(1 + process_reserved_b / (2ULL << 30));
     process.set_alloc_retries_total(d.alloc_retries);
     process.set_ooms_total(0);
+    // The driver's view of the same process, and who holds the device: the training job's process.
+    process.set_used_bytes(used_b);
+    auto& holder = *out.add_holders();
+    holder.set_kind(v1::HOLDER_KIND_PROCESS);
+    holder.set_job(process.job());
+    holder.set_user("sim");
+    holder.add_pids(process.pid());
+    holder.set_rank(process.rank());
+    holder.set_memory_used_bytes(used_b);
+    holder.set_command("python3");
     DeriveFragmentation(out);
   }
 
