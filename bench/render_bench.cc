@@ -123,6 +123,30 @@ void BM_ScrapeOurs(benchmark::State& state) {
 }
 BENCHMARK(BM_ScrapeOurs)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
 
+// The per-job series alone (EmitJobs: every device of every node is one job's, the sim's): the
+// part of a scrape that looks across nodes. Steady state allocates nothing.
+void BM_RenderJobs(benchmark::State& state) {
+  const Fleet& fleet = FleetOf(static_cast<size_t>(state.range(0)));
+  accelmon::TextExpositionSink sink;
+  std::string out;
+  auto scrape = [&] {
+    sink.Clear();
+    accelmon::EmitJobs(fleet.nodes, sink);
+    out.clear();
+    sink.AppendTo(out);
+  };
+  scrape();
+  scrape();
+  const uint64_t before = AllocationCount();
+  for (auto _ : state) {
+    scrape();
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetCounters(state, fleet, out.size(), AllocationCount() - before);
+  state.counters["nodes"] = static_cast<double>(fleet.nodes.size());
+}
+BENCHMARK(BM_RenderJobs)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
+
 // The peer: the same families, labels and values as prometheus-cpp gauges in a Registry.
 void BM_RenderPeer(benchmark::State& state) {
   const Fleet& fleet = FleetOf(static_cast<size_t>(state.range(0)));

@@ -27,10 +27,23 @@ v1::ProcessMemory ToProcessMemory(const v1::AllocatorStats& s) {
   if (s.has_segments()) p.set_segments(s.segments());
   if (s.has_alloc_retries_total()) p.set_alloc_retries_total(s.alloc_retries_total());
   if (s.has_ooms_total()) p.set_ooms_total(s.ooms_total());
+  if (s.has_steps_total()) p.set_steps_total(s.steps_total());
+  // A world of no processes is no world size at all: absent, never 0.
+  if (s.has_world_size() && s.world_size() > 0) p.set_world_size(s.world_size());
   return p;
 }
 
 }  // namespace
+
+void MergeProcess(v1::DeviceTelemetry& device, v1::ProcessMemory pushed) {
+  for (v1::ProcessMemory& p : *device.mutable_processes()) {
+    if (p.pid() != pushed.pid()) continue;
+    // Only what the push sets: the driver's used_bytes (and user, command) stay.
+    p.MergeFrom(pushed);
+    return;
+  }
+  *device.add_processes() = std::move(pushed);
+}
 
 void DeriveFragmentation(v1::DeviceTelemetry& device) {
   if (device.processes().empty()) return;
@@ -168,7 +181,7 @@ void PushCollector::Collect(v1::NodeReport& report) {
   for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
     const auto it = pushed.find(PushStore::DeviceKey(d.identity().uuid(), d.identity().index()));
     if (it == pushed.end()) continue;  // nothing pushed: keep what the device collector set
-    for (v1::ProcessMemory& p : it->second) *d.add_processes() = std::move(p);
+    for (v1::ProcessMemory& p : it->second) MergeProcess(d, std::move(p));
     DeriveFragmentation(d);
     pushed.erase(it);  // a second device with the same key (duplicate index) gets nothing
   }

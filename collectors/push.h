@@ -27,6 +27,10 @@ namespace accelmon::collectors {
 // processes.
 void DeriveFragmentation(v1::DeviceTelemetry& device);
 
+// Adds a pushed process to `device`: into the entry of the same pid when a device collector
+// already listed it (NVML's used_bytes stays, the pushed fields are added), else as a new entry.
+void MergeProcess(v1::DeviceTelemetry& device, v1::ProcessMemory pushed);
+
 struct PushStoreOptions {
   size_t max_processes_per_device = 64;
   std::chrono::milliseconds expire_after{30'000};
@@ -91,9 +95,10 @@ class PushStore {
   std::map<std::string, uint64_t> rejected_;
 };
 
-// Runs last: attaches the pushed processes to the devices of the report (matched by uuid, else by
-// index), derives fragmentation for those devices, tells the store which devices exist, and
-// reports the rejection counters in report.agent().
+// Runs after the device collectors: attaches the pushed processes to the devices of the report
+// (matched by uuid, else by index; merged by pid into the processes already listed), derives
+// fragmentation for those devices, tells the store which devices exist, and reports the rejection
+// counters in report.agent().
 class PushCollector final : public Collector {
  public:
   explicit PushCollector(PushStore& store) : store_(store) {}

@@ -13,6 +13,7 @@
 #include "collectors/deadline_collector.h"
 #include "collectors/hwmon.h"
 #include "collectors/infiniband.h"
+#include "collectors/kubelet.h"
 #include "collectors/meminfo.h"
 #include "collectors/netdev.h"
 #include "collectors/nvml.h"
@@ -108,6 +109,11 @@ std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& 
   }
   // Last: it attaches pushed processes to the devices every other collector found.
   if (config.push != nullptr) collectors.push_back(std::make_unique<PushCollector>(*config.push));
+  // After every source of processes and holders: a pod's holder takes in its device's processes.
+  if (!config.kubelet_socket.empty()) {
+    collectors.push_back(std::make_unique<KubeletCollector>(
+        KubeletOptions{.socket = config.kubelet_socket, .timeout = config.kubelet_timeout}));
+  }
   return collectors;
 }
 

@@ -35,6 +35,10 @@ struct CollectorConfig {
   // Allocator statistics pushed by training processes; the "push" collector runs last, after
   // every device collector, when set. Must outlive the collectors.
   PushStore* push = nullptr;
+  // The kubelet's pod-resources socket (--kubelet.pod-resources-socket); empty: no "kubelet"
+  // collector. It runs last: it folds the processes' holders of a device into its pod's.
+  std::string kubelet_socket{};
+  std::chrono::milliseconds kubelet_timeout{500};  // --kubelet.timeout
 };
 
 // One host collector: the one place its name, help and default are spelled. The name is the

@@ -33,6 +33,7 @@ DIAGNOSTICS_DOC = "https://github.com/accelmon/accelmon/blob/main/docs/diagnosti
 # Recording rules: the heavy dashboard queries, evaluated once per interval instead of per panel.
 # Link utilization is the share of the link's two-way capacity in use: (tx + rx) rate over twice
 # the one-direction max bandwidth, so it stays within 0..1.
+JOIN_JOB = " * on (instance, node, device) group_left (job_id, rank) accelmon_device_job"
 RECORDING = [
     ("accelmon:device_link_utilization:ratio_rate1m",
      "(rate(accelmon_device_link_transmit_bytes_total[1m]) + rate(accelmon_device_link_receive_bytes_total[1m]))"
@@ -50,6 +51,20 @@ RECORDING = [
      "sum(accelmon_device_memory_used_bytes) / sum(accelmon_device_memory_total_bytes > 0)"),
     ("accelmon:node_device_memory_fragmentation:max",
      "max by (node) (accelmon_device_memory_fragmentation_ratio)"),
+    # Device series joined to their job: accelmon_device_job is one series per device of a job
+    # (its first holder with a job id), so group_left never meets two on one side; job_id and
+    # rank come from it. instance keeps two exporters that see the same node apart.
+    ("accelmon:device_compute_utilization_ratio:by_job",
+     'accelmon_device_utilization_ratio{kind="compute"}' + JOIN_JOB),
+    ("accelmon:device_memory_headroom_bytes:by_job",
+     "(accelmon_device_memory_total_bytes - accelmon_device_memory_used_bytes)" + JOIN_JOB),
+    ("accelmon:device_link_traffic_bytes_per_second:by_job",
+     "sum without (link, kind, peer) (rate(accelmon_device_link_transmit_bytes_total[1m])"
+     " + rate(accelmon_device_link_receive_bytes_total[1m]))" + JOIN_JOB),
+    # Per job, over every exporter (accelmon_job_* are per exporter: one shard's nodes).
+    ("accelmon:job_memory_headroom_bytes:min", "min by (job_id) (accelmon:device_memory_headroom_bytes:by_job)"),
+    ("accelmon:job_link_traffic_bytes_per_second:sum",
+     "sum by (job_id) (accelmon:device_link_traffic_bytes_per_second:by_job)"),
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -72,6 +87,8 @@ DIAGNOSIS_RULES = [
     ("xid_error", "AccelmonXidError", "the driver reported an XID error for the device"),
     ("firmware_below_minimum", "AccelmonFirmwareBelowMinimum", "device firmware or driver is below the configured minimum"),
     ("device_lost", "AccelmonDeviceLost", "the device stopped answering"),
+    ("job_straggler", "AccelmonJobStraggler",
+     "one rank of the job is much slower than the job's median (utilization, link traffic or step rate) for a sustained time"),
 ]
 
 L = "{{ $labels.%s }}"
@@ -127,6 +144,14 @@ RAW_ALERTS = [
      "accelmon exporter %s fails to write its flight recording" % (L % "instance"),
      "Writes or syncs of the flight recording failed in the last 10 minutes on %s; /metrics is "
      "still served but the recording has holes." % (L % "instance")),
+    ("AccelmonJobIdleWithMemoryHeld",
+     'max by (job_id) (accelmon_job_utilization_ratio{stat="max"}) < 0.05 and on (job_id) '
+     'min by (job_id) (accelmon_device_memory_used_bytes / (accelmon_device_memory_total_bytes > 0)' + JOIN_JOB + ') > 0.05',
+     "10m", "warning",
+     "job %s is idle on every device with its memory held" % (L % "job_id"),
+     "Every device of job %s has been below 5%% compute utilization for 10 minutes while each still "
+     "holds more than 5%% of its memory: the job is alive but makes no progress (a collective waiting "
+     "for a rank that never arrives)." % (L % "job_id")),
     ("AccelmonDiagnosticsStalled",
      "rate(accelmon_exporter_diagnosis_reports_total[5m]) == 0 and rate(accelmon_exporter_reports_ingested_total[5m]) > 0",
      "10m", "warning",
@@ -139,7 +164,8 @@ RAW_ALERTS = [
 def diagnosis_alert(rule, name, meaning):
     return {
         "alert": name,
-        "expr": 'max by (node, device, link, rule, severity) (accelmon_diagnosis_active{rule="%s"}) == 1' % rule,
+        # job_id: the finding's job, once findings carry it (empty, so absent, until then).
+        "expr": 'max by (node, device, link, rule, severity, job_id) (accelmon_diagnosis_active{rule="%s"}) == 1' % rule,
         "labels": {"source": "accelmon_diagnostics"},
         "annotations": {
             "summary": "%s on %s%s%s" % (rule, L % "node",
@@ -227,6 +253,11 @@ SEL_NODES = 'node=~"$node"'
 SEL_DEVS = 'node=~"$node",device=~"$device"'
 SEL_NODE = 'node="$node"'
 SEL_DEV = 'node="$node",device="$device"'
+SEL_JOB = 'job_id="$job"'
+# The job's open findings: those that carry the job, and those on one of its devices.
+JOB_FINDINGS = ('accelmon_diagnosis_active{%s} or (accelmon_diagnosis_active * on (instance, node, device) '
+                'group_left (job_id) accelmon_device_job{%s})' % (SEL_JOB, SEL_JOB))
+NO_STEPS = "the job's training processes push no step counter (accelmon_push steps)"
 
 
 def panel(title, kind, targets, unit=None, w=12, h=8, description="", table=False, empty_ok=None,
@@ -365,8 +396,8 @@ DEVICE = [
           [("accelmon_device_memory_fragmentation_ratio{%s}" % SEL_DEV, "1 - largest free block / free")],
           unit="percentunit", min_=0, max_=1),
     panel("Per-process allocator memory", "timeseries",
-          [("accelmon_process_memory_reserved_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job}}/{{rank}} reserved"),
-           ("accelmon_process_memory_allocated_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job}}/{{rank}} allocated")],
+          [("accelmon_process_memory_reserved_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job_id}}/{{rank}} reserved"),
+           ("accelmon_process_memory_allocated_bytes{%s}" % SEL_DEV, "pid {{pid}} {{job_id}}/{{rank}} allocated")],
           unit="bytes", description="Training processes pushing allocator statistics (accelmon_push; the simulator "
                                     "simulates one per device)."),
     panel("Per-process allocator OOMs and retries (1 h)", "timeseries",
@@ -405,6 +436,66 @@ DEVICE = [
     row("Findings"),
     panel("Open findings on this device", "table",
           [("accelmon_diagnosis_active{%s}" % SEL_DEV, "")], table=True, w=24),
+    row("Holders"),
+    panel("Who holds this device", "table",
+          [("accelmon_device_job_info{%s}" % SEL_DEV, "")], table=True, w=24,
+          description="The Kubernetes containers, Slurm steps and other processes using the device, with "
+                      "their job; the Job dashboard follows one job across nodes."),
+]
+
+JOB = [
+    row("Job"),
+    panel("Devices", "stat", [("sum(accelmon_job_devices{%s})" % SEL_JOB, "")], w=4, h=4),
+    panel("Nodes", "stat", [("sum(accelmon_job_nodes{%s})" % SEL_JOB, "")], w=4, h=4),
+    panel("Median compute utilization", "stat",
+          [('max(accelmon_job_utilization_ratio{%s,stat="median"})' % SEL_JOB, "")],
+          unit="percentunit", w=4, h=4),
+    panel("Slowest device's utilization", "stat",
+          [('min(accelmon_job_utilization_ratio{%s,stat="min"})' % SEL_JOB, "")],
+          unit="percentunit", w=4, h=4),
+    panel("Tightest memory headroom", "stat",
+          [("accelmon:job_memory_headroom_bytes:min{%s}" % SEL_JOB, "")], unit="bytes", w=4, h=4,
+          description="The least free memory of any device of the job."),
+    panel("Open findings", "stat", [("count(%s) or vector(0)" % JOB_FINDINGS, "")], w=4, h=4),
+    row("Progress"),
+    panel("Compute utilization: min, median, max over the job's devices", "timeseries",
+          [("accelmon_job_utilization_ratio{%s}" % SEL_JOB, "{{stat}}")], unit="percentunit", min_=0, max_=1,
+          description="Computed by the exporter over every node of the job it sees. A min far below the "
+                      "median is a straggler."),
+    panel("Compute utilization per rank", "timeseries",
+          [("accelmon:device_compute_utilization_ratio:by_job{%s}" % SEL_JOB, "{{node}}/{{device}} rank {{rank}}")],
+          unit="percentunit", min_=0, max_=1),
+    panel("Slowest rank (lowest compute utilization)", "table",
+          [("bottomk(1, accelmon:device_compute_utilization_ratio:by_job{%s})" % SEL_JOB, "")],
+          unit="percentunit", table=True),
+    panel("Step rate: min, median, max over the job's processes", "timeseries",
+          [("accelmon_job_step_rate{%s}" % SEL_JOB, "{{stat}}")], unit="none", empty_ok=NO_STEPS,
+          description="Training steps per second each process pushed (accelmon_push), over at least 10 s."),
+    panel("Slowest rank by step rate", "table",
+          [("bottomk(1, rate(accelmon_process_training_steps_total[$__rate_interval]) * on (instance, node, device) "
+            "group_left () accelmon_device_job{%s})" % SEL_JOB, "")], table=True, empty_ok=NO_STEPS),
+    row("Devices"),
+    panel("Devices of the job across nodes", "table",
+          [("accelmon_device_job_info{%s}" % SEL_JOB, "")], table=True, w=24,
+          description="Every device holder of the job: node, device, uuid, pod, namespace, container, "
+                      "Slurm step, user and rank."),
+    row("Memory"),
+    panel("Memory headroom per device", "timeseries",
+          [("accelmon:device_memory_headroom_bytes:by_job{%s}" % SEL_JOB, "{{node}}/{{device}} rank {{rank}}")],
+          unit="bytes", description="Total minus used device memory of each device of the job."),
+    panel("Device memory per process (driver)", "timeseries",
+          [("accelmon_device_process_memory_used_bytes * on (instance, node, device) group_left () "
+            "accelmon_device_job{%s}" % SEL_JOB, "{{node}}/{{device}} pid {{pid}}")], unit="bytes"),
+    row("Links"),
+    panel("Link traffic per device", "timeseries",
+          [("accelmon:device_link_traffic_bytes_per_second:by_job{%s}" % SEL_JOB, "{{node}}/{{device}} rank {{rank}}")],
+          unit="Bps", description="Transmit plus receive over every link of the device. A rank far below "
+                                  "the others is a straggler or a degraded link."),
+    panel("Link traffic of the job", "timeseries",
+          [("accelmon:job_link_traffic_bytes_per_second:sum{%s}" % SEL_JOB, "all devices")], unit="Bps"),
+    row("Findings"),
+    panel("Open findings of the job", "table", [(JOB_FINDINGS, "")], table=True, w=24,
+          description="Findings that name the job, and findings on any of its devices."),
 ]
 
 LINKS = [
@@ -484,16 +575,6 @@ DIAGNOSTICS = [
           description="Link topology: each link's kind, peer and capacity."),
 ]
 
-DASHBOARDS = [
-    # file, uid, title, node variable (multi?), device variable (multi?), panels
-    ("fleet-overview", "accelmon-fleet", "accelmon / Fleet overview", True, True, FLEET),
-    ("node-detail", "accelmon-node", "accelmon / Node detail", False, True, NODE),
-    ("device-detail", "accelmon-device", "accelmon / Device detail", False, False, DEVICE),
-    ("links", "accelmon-links", "accelmon / Links", True, True, LINKS),
-    ("diagnostics-inventory", "accelmon-diagnostics", "accelmon / Diagnostics and inventory", True, True, DIAGNOSTICS),
-]
-
-
 def variable(name, label, query, multi):
     v = {
         "name": name, "label": label, "type": "query", "datasource": DS,
@@ -506,13 +587,31 @@ def variable(name, label, query, multi):
     return v
 
 
-def dashboard(uid, title, node_multi, device_multi, panels):
+def node_device(node_multi, device_multi):
+    return [variable("node", "Node", "label_values(accelmon_node_up, node)", node_multi),
+            variable("device", "Device", 'label_values(accelmon_device_info{node=~"$node"}, device)', device_multi)]
+
+
+# The jobs the exporters compute series for (a device's job: its first holder with a job id).
+JOB_VARIABLE = [variable("job", "Job", "label_values(accelmon_job_devices, job_id)", False)]
+
+DASHBOARDS = [
+    # file, uid, title, variables (besides the data source), panels
+    ("fleet-overview", "accelmon-fleet", "accelmon / Fleet overview", node_device(True, True), FLEET),
+    ("node-detail", "accelmon-node", "accelmon / Node detail", node_device(False, True), NODE),
+    ("device-detail", "accelmon-device", "accelmon / Device detail", node_device(False, False), DEVICE),
+    ("links", "accelmon-links", "accelmon / Links", node_device(True, True), LINKS),
+    ("diagnostics-inventory", "accelmon-diagnostics", "accelmon / Diagnostics and inventory",
+     node_device(True, True), DIAGNOSTICS),
+    ("job", "accelmon-job", "accelmon / Job", JOB_VARIABLE, JOB),
+]
+
+
+def dashboard(uid, title, variables, panels):
     templating = [
         {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
          "hide": 0, "refresh": 1, "regex": "", "current": {}},
-        variable("node", "Node", "label_values(accelmon_node_up, node)", node_multi),
-        variable("device", "Device", 'label_values(accelmon_device_info{node=~"$node"}, device)', device_multi),
-    ]
+    ] + variables
     out, x, y, rowh, pid = [], 0, 0, 0, 1
     for p in panels:
         if "row" in p:
@@ -609,9 +708,9 @@ HEADER = "# Generated by dashboards/generate.py from its tables; edit that and r
 
 def files():
     out = {}
-    for name, uid, title, nm, dm, panels in DASHBOARDS:
+    for name, uid, title, variables, panels in DASHBOARDS:
         out["dashboards/grafana/%s.json" % name] = json.dumps(
-            dashboard(uid, title, nm, dm, panels), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+            dashboard(uid, title, variables, panels), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     out["dashboards/prometheus/alerts.yml"] = HEADER + yaml_dump(alert_rules()) + "\n"
     out["dashboards/prometheus/recording.yml"] = HEADER + yaml_dump(recording_rules()) + "\n"
     out["dashboards/prometheus/tests/diagnosis_alerts_test.yml"] = HEADER + yaml_dump(diagnosis_alert_tests()) + "\n"

@@ -45,7 +45,8 @@ SECTIONS = [
     ("Nodes and agents", ("accelmon_node_", "accelmon_agent_", "accelmon_build_")),
     ("Host", ("accelmon_host_",)),
     ("Devices", ("accelmon_device_",)),
-    ("Processes (pushed allocator statistics)", ("accelmon_process_",)),
+    ("Processes (pushed allocator statistics and steps)", ("accelmon_process_",)),
+    ("Jobs (the exporter's view over every node; docs/jobs.md)", ("accelmon_job_",)),
     ("Diagnostics", ("accelmon_diagnosis_",)),
     ("Exporter self-metrics", ("accelmon_exporter_",)),
 ]

@@ -70,6 +70,15 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
                  "Forget a process that has not pushed for this long (or whose pid is gone)")
       ->check(kDuration)
       ->capture_default_str();
+  // Kubernetes attribution (docs/jobs.md "Kubernetes").
+  cmd.add_option("--kubelet.pod-resources-socket", f.kubelet_socket,
+                 "The kubelet's pod-resources socket, to label devices with the pods they are "
+                 "assigned to (off while it does not exist; \"\" turns it off)")
+      ->capture_default_str();
+  cmd.add_option("--kubelet.timeout", f.kubelet_timeout,
+                 "Give up on the kubelet's answer after this long (no pods that tick)")
+      ->check(kDuration)
+      ->capture_default_str();
   // node_exporter's style: a pair of flags per host collector, generated from the one list.
   // Triggered as parsed, so that the last of --collector.X and --no-collector.X given wins.
   for (const collectors::HostCollectorInfo& info : collectors::HostCollectors()) {
@@ -154,7 +163,9 @@ collectors::CollectorConfig MakeCollectorConfig(
       .nvml_library = f.nvml_library,
       .dcmi_library = f.dcmi_library,
       .device_timeout = *ParseDuration(f.device_timeout),
-      .push = push};
+      .push = push,
+      .kubelet_socket = f.kubelet_socket,
+      .kubelet_timeout = *ParseDuration(f.kubelet_timeout)};
 }
 
 collectors::CollectorSet MakeCollectors(const CollectorFlags& f, collectors::PushStore* push,

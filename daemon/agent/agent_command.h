@@ -39,6 +39,9 @@ struct CollectorFlags {
   std::string dcmi_library = "libdcmi.so";
   std::string device_timeout = "2s";
   PushFlags push{};
+  // The kubelet's pod-resources API (collectors/kubelet.h); empty: no Kubernetes attribution.
+  std::string kubelet_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string kubelet_timeout = "500ms";
   // --collector.<name> (true) and --no-collector.<name> (false), one pair per host collector in
   // collectors::HostCollectors(); the last one given for a name wins, and a collector not named
   // runs by its default.

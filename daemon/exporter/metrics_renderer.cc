@@ -7,6 +7,7 @@
 #include <deque>
 #include <optional>
 #include <string_view>
+#include <tuple>
 
 #include "collectors/buddyinfo.h"
 #include "daemon/common/version.h"
@@ -58,6 +59,33 @@ const std::vector<const typename Map::value_type*>& SortedByKey(const Map& map) 
   std::sort(sorted.begin(), sorted.end(),
             [](const auto* a, const auto* b) { return a->first < b->first; });
   return sorted;
+}
+
+// Pushes a label only when it has a value: Prometheus treats an empty label as no label, and
+// leaving it out keeps the exposition short.
+void PushIfSet(LabelList& labels, std::string_view name, std::string_view value) {
+  if (!value.empty()) labels.Push(name, value);
+}
+
+std::string_view HolderKindLabel(v1::HolderKind kind) {
+  switch (kind) {
+    case v1::HOLDER_KIND_POD:
+      return "pod";
+    case v1::HOLDER_KIND_SLURM:
+      return "slurm";
+    case v1::HOLDER_KIND_PROCESS:
+      return "process";
+    default:
+      return "";
+  }
+}
+
+// A device's job: the first of its holders with a job id (docs/jobs.md), empty when none has one.
+const v1::DeviceHolder* JobHolder(const v1::DeviceTelemetry& d) {
+  for (const v1::DeviceHolder& h : d.holders()) {
+    if (!h.job().empty()) return &h;
+  }
+  return nullptr;
 }
 
 std::string_view LinkKindLabel(v1::LinkKind kind) {
@@ -354,7 +382,7 @@ class HostFamilies {
 };
 
 // Each device's series: identity, memory, thermal, power, utilization and clocks, errors, links,
-// and the memory of the processes on it (pushed by their allocators).
+// who holds it, and the processes on it (the driver's accounting and their allocators' pushes).
 class DeviceFamilies {
  public:
   explicit DeviceFamilies(MetricSink& s)
@@ -396,6 +424,19 @@ class DeviceFamilies {
         remapped_(s.Family("accelmon_device_remapped_rows",
                            "Memory rows remapped, by the kind of error that caused it.", kGauge)),
         links_(s, LinkFamilies::Scope::kDevice),
+        job_info_(s.Family("accelmon_device_job_info",
+                           "1 per device and holder (Kubernetes container, Slurm step, or the "
+                           "other processes of one user); who holds the device as labels.",
+                           kGauge)),
+        job_(s.Family("accelmon_device_job",
+                      "1 per device that belongs to a job: its first holder with a job id. At "
+                      "most one per device, the series to join device series to their job on "
+                      "(node, device).",
+                      kGauge)),
+        proc_used_(s.Family("accelmon_device_process_memory_used_bytes",
+                            "Device memory the driver accounts to the process (NVML, amdgpu "
+                            "fdinfo); at most 256 processes per device.",
+                            kGauge)),
         proc_reserved_(s.Family("accelmon_process_memory_reserved_bytes",
                                 "Device memory the process's caching allocator holds (pushed).",
                                 kGauge)),
@@ -408,7 +449,9 @@ class DeviceFamilies {
         proc_retries_(s.Family(
             "accelmon_process_allocator_retries_total",
             "Allocations that succeeded only after the allocator freed its cache (pushed).",
-            kCounter)) {}
+            kCounter)),
+        proc_steps_(s.Family("accelmon_process_training_steps_total",
+                             "Training steps the process reported (pushed).", kCounter)) {}
 
   void Add(const std::string& node_name, const v1::DeviceTelemetry& d) {
     const auto& id = d.identity();
@@ -429,6 +472,7 @@ class DeviceFamilies {
     AddPowerAndActivity(dl, d);
     AddErrors(dl, d.errors());
     for (const v1::Link& l : d.links()) links_.Add(dl, l, /*with_peer=*/true);
+    AddHolders(node_name, index.view(), d);
     for (const v1::ProcessMemory& pm : d.processes()) AddProcess(dl, pm);
   }
 
@@ -507,13 +551,39 @@ class DeviceFamilies {
     }
   }
 
+  // Who holds the device: one info series per holder, and the device's job for joins. The job
+  // label is job_id, not job: Prometheus attaches its own `job` (the scrape job) to every series
+  // and would rename ours to exported_job.
+  void AddHolders(std::string_view node, std::string_view device, const v1::DeviceTelemetry& d) {
+    MetricSink& s = sink_;
+    const LabelList base{{"node", node}, {"device", device}, {"uuid", d.identity().uuid()}};
+    for (const v1::DeviceHolder& h : d.holders()) {
+      LabelList hl = base;
+      PushIfSet(hl, "kind", HolderKindLabel(h.kind()));
+      PushIfSet(hl, "job_id", h.job());
+      PushIfSet(hl, "pod", h.pod());
+      PushIfSet(hl, "namespace", h.namespace_());
+      PushIfSet(hl, "container", h.container());
+      PushIfSet(hl, "step", h.step());
+      PushIfSet(hl, "user", h.user());
+      PushIfSet(hl, "rank", h.rank());
+      accelmon::Add(s, job_info_, hl, 1);
+    }
+    if (const v1::DeviceHolder* h = JobHolder(d)) {
+      LabelList jl{{"node", node}, {"device", device}, {"job_id", h->job()}};
+      PushIfSet(jl, "rank", h->rank());
+      accelmon::Add(s, job_, jl, 1);
+    }
+  }
+
   void AddProcess(const LabelList& dl, const v1::ProcessMemory& pm) {
     MetricSink& s = sink_;
     const IntLabel pid(pm.pid());
     LabelList pl = dl;
     pl.Push("pid", pid.view());
-    pl.Push("job", pm.job());
-    pl.Push("rank", pm.rank());
+    PushIfSet(pl, "job_id", pm.job());
+    PushIfSet(pl, "rank", pm.rank());
+    if (pm.has_used_bytes()) accelmon::Add(s, proc_used_, pl, static_cast<double>(pm.used_bytes()));
     if (pm.has_reserved_bytes()) {
       accelmon::Add(s, proc_reserved_, pl, static_cast<double>(pm.reserved_bytes()));
     }
@@ -524,6 +594,9 @@ class DeviceFamilies {
     if (pm.has_alloc_retries_total()) {
       accelmon::Add(s, proc_retries_, pl, static_cast<double>(pm.alloc_retries_total()));
     }
+    if (pm.has_steps_total()) {
+      accelmon::Add(s, proc_steps_, pl, static_cast<double>(pm.steps_total()));
+    }
   }
 
   MetricSink& sink_;
@@ -531,7 +604,8 @@ class DeviceFamilies {
       temp_, temp_threshold_, throttled_, power_, power_limit_, energy_, util_, clock_, ecc_,
       remapped_;
   LinkFamilies links_;
-  const size_t proc_reserved_, proc_allocated_, proc_ooms_, proc_retries_;
+  const size_t job_info_, job_, proc_used_, proc_reserved_, proc_allocated_, proc_ooms_,
+      proc_retries_, proc_steps_;
 };
 
 // Collects samples as prometheus-cpp metric families.
@@ -583,6 +657,114 @@ void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, Metri
     node_families.Add(entry, node_labels, now);
     host_families.Add(r.node(), node_labels, r.host());
     for (const v1::DeviceTelemetry& d : r.devices()) device_families.Add(r.node(), d);
+  }
+}
+
+namespace {
+
+// One device of a job, or one process of a job with a known step rate, in the scrape being
+// rendered (views into the snapshot's reports).
+struct JobDevice {
+  std::string_view job;
+  size_t node;  // index into the snapshot
+  std::optional<double> compute;
+};
+struct JobProcess {
+  std::string_view job;
+  size_t node;
+  uint32_t pid;
+  double steps_per_second;
+};
+
+// min, median and max of `values`, which it sorts; nothing when empty.
+void AddStats(MetricSink& s, size_t family, std::string_view job, std::vector<double>& values) {
+  if (values.empty()) return;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  const double median = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  Add(s, family, {{"job_id", job}, {"stat", "min"}}, values.front());
+  Add(s, family, {{"job_id", job}, {"stat", "median"}}, median);
+  Add(s, family, {{"job_id", job}, {"stat", "max"}}, values.back());
+}
+
+}  // namespace
+
+void EmitJobs(const std::vector<NodeEntry>& nodes, MetricSink& s) {
+  const size_t devices_family = s.Family(
+      "accelmon_job_devices", "Devices whose job (first holder with a job id) this is.", kGauge);
+  const size_t nodes_family =
+      s.Family("accelmon_job_nodes", "Nodes with at least one device of the job.", kGauge);
+  const size_t utilization_family =
+      s.Family("accelmon_job_utilization_ratio",
+               "Compute utilization of the job's devices: min, median and max over those that "
+               "report it.",
+               kGauge);
+  const size_t steps_family = s.Family(
+      "accelmon_job_step_rate",
+      "Training steps per second of the job's processes that push a step counter, each over at "
+      "least its last 10 s: min, median and max over the processes.",
+      kGauge);
+
+  // Scratch kept per thread: a steady-state scrape allocates nothing here.
+  thread_local std::vector<JobDevice> devices;
+  thread_local std::vector<JobProcess> processes;
+  thread_local std::vector<double> values;
+  devices.clear();
+  processes.clear();
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const v1::NodeReport& r = *nodes[n].report;
+    for (const v1::DeviceTelemetry& d : r.devices()) {
+      const v1::DeviceHolder* h = JobHolder(d);
+      if (!h) continue;
+      devices.push_back({h->job(), n,
+                         d.utilization().has_compute_ratio()
+                             ? std::optional(d.utilization().compute_ratio())
+                             : std::nullopt});
+    }
+    if (!nodes[n].step_rates) continue;
+    for (const StepRate& rate : *nodes[n].step_rates) {
+      for (const v1::DeviceTelemetry& d : r.devices()) {
+        if (d.identity().index() != rate.device_index) continue;
+        if (const v1::DeviceHolder* h = JobHolder(d)) {
+          processes.push_back({h->job(), n, rate.pid, rate.steps_per_second});
+        }
+        break;
+      }
+    }
+  }
+  std::sort(devices.begin(), devices.end(), [](const JobDevice& a, const JobDevice& b) {
+    return std::tie(a.job, a.node) < std::tie(b.job, b.node);
+  });
+  // A process using several devices of its job counts once.
+  std::sort(processes.begin(), processes.end(), [](const JobProcess& a, const JobProcess& b) {
+    return std::tie(a.job, a.node, a.pid) < std::tie(b.job, b.node, b.pid);
+  });
+  processes.erase(std::unique(processes.begin(), processes.end(),
+                              [](const JobProcess& a, const JobProcess& b) {
+                                return a.job == b.job && a.node == b.node && a.pid == b.pid;
+                              }),
+                  processes.end());
+
+  auto process = processes.begin();
+  for (auto first = devices.begin(); first != devices.end();) {
+    const std::string_view job = first->job;
+    auto last = first;
+    size_t node_count = 0;
+    values.clear();
+    for (; last != devices.end() && last->job == job; ++last) {
+      if (last == first || last->node != (last - 1)->node) ++node_count;
+      if (last->compute) values.push_back(*last->compute);
+    }
+    Add(s, devices_family, {{"job_id", job}}, static_cast<double>(last - first));
+    Add(s, nodes_family, {{"job_id", job}}, static_cast<double>(node_count));
+    AddStats(s, utilization_family, job, values);
+    values.clear();
+    while (process != processes.end() && process->job < job) ++process;
+    for (; process != processes.end() && process->job == job; ++process) {
+      values.push_back(process->steps_per_second);
+    }
+    AddStats(s, steps_family, job, values);
+    first = last;
   }
 }
 
@@ -708,6 +890,7 @@ void StateRenderer::RenderText(std::string& out) const {
   out.clear();
   sink.Clear();
   EmitNodes(nodes, now, sink);
+  EmitJobs(nodes, sink);
   EmitExporterStats(stats_, nodes.size(), sink);
   if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(), sink);
   sink.AppendTo(out);

@@ -20,6 +20,10 @@ namespace accelmon {
 // Node and device series for `nodes`, as seen at `now` (for accelmon_node_up).
 void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, MetricSink& sink);
 
+// Per-job series (accelmon_job_*) over every node of `nodes`: a device's job is its first
+// holder with a job id. Not part of EmitNodes: they need the whole fleet, not one report.
+void EmitJobs(const std::vector<NodeEntry>& nodes, MetricSink& sink);
+
 // The exporter's own series (accelmon_exporter_*, accelmon_build_info).
 void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& sink);
 

@@ -23,6 +23,7 @@ ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock
   Slot& slot = it->second;
   slot.instance = report->agent_instance_id();
   slot.last_sequence = report->sequence();
+  slot.entry.step_rates = slot.steps.Update(*report);
   previous = std::exchange(slot.entry.report, std::move(report));
   slot.entry.received_at = now;
   slot.entry.index = ++applied_;

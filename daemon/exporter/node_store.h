@@ -12,6 +12,7 @@
 
 #include "accelmon/v1/telemetry.pb.h"
 #include "daemon/exporter/report_validator.h"
+#include "daemon/exporter/step_rates.h"
 
 namespace accelmon {
 
@@ -20,6 +21,9 @@ struct NodeEntry {
   Clock::time_point received_at;
   // ApplyResult::index of `report`.
   uint64_t index = 0;
+  // Training steps per second of the node's processes that push a step counter, from this
+  // report and the node's earlier ones (step_rates.h); null when none is known.
+  std::shared_ptr<const std::vector<StepRate>> step_rates = nullptr;
 };
 
 enum class ApplyOutcome { kApplied, kDuplicate, kRejected };
@@ -58,6 +62,7 @@ class NodeStore {
  private:
   struct Slot {
     NodeEntry entry;  // entry.report is null while only seeded
+    StepRateTracker steps;
     std::string instance;
     uint64_t last_sequence = 0;
   };

@@ -24,9 +24,10 @@ class Checker {
   explicit Checker(const ValidationLimits& limits) : limits_(limits) {}
 
   // A string that becomes a label value (or a map key in the state).
-  void Label(std::string_view s) {
+  void Label(std::string_view s) { Label(s, limits_.max_label_bytes); }
+  void Label(std::string_view s, size_t max_bytes) {
     if (!reason_.empty()) return;
-    if (s.size() > limits_.max_label_bytes) {
+    if (s.size() > max_bytes) {
       reason_ = "label_too_long";
     } else if (!IsValidUtf8(s)) {
       reason_ = "invalid_utf8";
@@ -52,6 +53,7 @@ class Checker {
   }
 
   std::string Take() && { return std::move(reason_); }
+  const ValidationLimits& limits() const { return limits_; }
 
  private:
   const ValidationLimits& limits_;
@@ -63,6 +65,19 @@ void CheckLink(Checker& c, const v1::Link& l) {
   c.Label(l.peer());
   for (const auto& [type, count] : l.errors_total()) c.Label(type);
   if (l.has_max_bandwidth_bytes_per_second()) c.NonNegative(l.max_bandwidth_bytes_per_second());
+}
+
+// Every string of a holder is a label of accelmon_device_job_info (command is not, but it is
+// /proc/PID/comm, 15 bytes, so a longer one is not what the agent reads).
+void CheckHolder(Checker& c, const v1::DeviceHolder& h) {
+  c.Label(h.job());
+  c.Label(h.pod(), c.limits().max_pod_bytes);
+  c.Label(h.namespace_());
+  c.Label(h.container());
+  c.Label(h.step());
+  c.Label(h.user());
+  c.Label(h.rank());
+  c.Label(h.command());
 }
 
 void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
@@ -101,7 +116,10 @@ void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
   for (const v1::ProcessMemory& pm : d.processes()) {
     c.Label(pm.job());
     c.Label(pm.rank());
+    c.Label(pm.user());
+    c.Label(pm.command());
   }
+  for (const v1::DeviceHolder& h : d.holders()) CheckHolder(c, h);
 }
 
 void CheckHost(Checker& c, const v1::HostTelemetry& h) {
@@ -255,6 +273,14 @@ std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits&
   for (const v1::DeviceTelemetry& d : report.devices()) {
     if (static_cast<size_t>(d.processes_size()) > limits.max_processes_per_device) {
       return "too_many_processes";
+    }
+    if (static_cast<size_t>(d.holders_size()) > limits.max_holders_per_device) {
+      return "too_many_holders";
+    }
+    for (const v1::DeviceHolder& h : d.holders()) {
+      if (static_cast<size_t>(h.pids_size()) > limits.max_pids_per_holder) {
+        return "too_many_holder_pids";
+      }
     }
   }
   if (static_cast<size_t>(report.events_size()) > limits.max_events) return "too_many_events";

@@ -19,9 +19,16 @@ struct ValidationLimits {
   // Device links and host links together.
   size_t max_links = 512;
   size_t max_events = 1024;
-  // Pushed allocator statistics per device (the agent keeps at most 256, see
-  // --push.max-processes-per-device).
+  // Processes per device, listed by the driver or pushing allocator statistics (the agent keeps
+  // at most 256 pushing ones, see --push.max-processes-per-device).
   size_t max_processes_per_device = 256;
+  // Holders per device (pods, Slurm steps, users): each is an accelmon_device_job_info series.
+  size_t max_holders_per_device = 64;
+  // Pids one holder lists (the holder's processes on the device).
+  size_t max_pids_per_holder = 256;
+  // A Kubernetes pod name may be a DNS subdomain of up to 253 bytes; the holder's other strings
+  // are held to max_label_bytes.
+  size_t max_pod_bytes = 253;
   // How far a report's timestamp may be ahead of the exporter's clock (node clock skew).
   std::chrono::milliseconds max_future = std::chrono::minutes(5);
 };
@@ -30,7 +37,8 @@ struct ValidationLimits {
 // `reason` label of accelmon_exporter_reports_rejected_total), or empty when it is acceptable.
 // Reasons: missing_node, missing_instance, missing_sequence, missing_timestamp,
 // timestamp_in_future, too_many_devices, too_many_links, too_many_events, too_many_processes,
-// label_too_long, invalid_utf8, non_finite_value, value_out_of_range.
+// too_many_holders, too_many_holder_pids, label_too_long, invalid_utf8, non_finite_value,
+// value_out_of_range.
 std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits& limits,
                            Clock::time_point now);
 

@@ -5,7 +5,8 @@
 #   - the alerts the scenario trips reach "firing" (diagnosis alerts and the raw link-down alert);
 #   - every query of every panel of every dashboard returns data (variables set to a real node and
 #     device), except the few panels dashboards/generate.py marks "No data is normal when ...";
-#   - the node and device variables' label queries list the node and its devices;
+#   - the node and device variables' label queries list the node and its devices, the job
+#     variable's a job the simulated devices belong to (the Job dashboard's panels use it);
 #   - a scrape passes `promtool check metrics` and every family in it is in docs/metrics.md.
 source "$(dirname "$0")/lib.sh"
 FIXTURES=${FIXTURES:?set FIXTURES to tests/fixtures}
@@ -110,16 +111,22 @@ curl -fsS "$PROM/api/v1/label/node/values" --data-urlencode 'match[]=accelmon_no
 devices=$(curl -fsS "$PROM/api/v1/label/device/values" -G \
   --data-urlencode "match[]=accelmon_device_info{node=~\"$NODE\"}" | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)["data"]))')
 [ "$devices" -eq 8 ] || fail "label_values(accelmon_device_info, device) lists $devices devices, not 8"
+# The Job dashboard's variable: label_values(accelmon_job_devices, job_id); its first job is the
+# one the panel queries below are filled with.
+JOB=$(curl -fsS "$PROM/api/v1/label/job_id/values" -G --data-urlencode 'match[]=accelmon_job_devices' |
+  "$PY" -c 'import json,sys; print((json.load(sys.stdin)["data"] or [""])[0])')
+[ -n "$JOB" ] || fail "label_values(accelmon_job_devices, job_id) lists no job: the simulated devices have no holder with a job"
 
-# Every panel query, with $node, $device and Grafana's interval variables filled in.
+# Every panel query, with $node, $device, $job and Grafana's interval variables filled in.
 "$PY" "$REPO/dashboards/generate.py" --list-queries --out "$REPO" >"$WORK/queries.jsonl" ||
   fail "dashboards/generate.py --list-queries"
-"$PY" - "$WORK/queries.jsonl" "$PROM" "$NODE" "$DEVICE" <<'PY' || fail "dashboard queries without data (above)"
+"$PY" - "$WORK/queries.jsonl" "$PROM" "$NODE" "$DEVICE" "$JOB" <<'PY' || fail "dashboard queries without data (above)"
 import json, sys, time, urllib.parse, urllib.request
-path, prom, node, device = sys.argv[1:5]
+path, prom, node, device, job = sys.argv[1:6]
 queries = [json.loads(l) for l in open(path)]
 def fill(expr):
     for k, v in (("${node}", node), ("$node", node), ("${device}", device), ("$device", device),
+                 ("${job}", job), ("$job", job),
                  ("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "1h")):
         expr = expr.replace(k, v)
     return expr

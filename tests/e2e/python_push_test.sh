@@ -37,7 +37,7 @@ n=$(grep -c "^accelmon_process_memory_reserved_bytes{.*pid=\"$trainer\"" "$WORK/
 [ "$n" -eq 2 ] || fail "expected the trainer on 2 devices, found $n"
 grep -Eq "^accelmon_process_memory_reserved_bytes\\{.*pid=\"$trainer\".*\\} 4292870144" "$WORK/metrics.txt" ||
   fail "device 0's reserved bytes are not the recorded ones"
-grep -Eq "^accelmon_process_memory_reserved_bytes\\{.*device=\"1\".*pid=\"$trainer\",job=\"e2e-job\",rank=\"3\"\\} 2254438400" \
+grep -Eq "^accelmon_process_memory_reserved_bytes\\{.*device=\"1\".*pid=\"$trainer\",job_id=\"e2e-job\",rank=\"3\"\\} 2254438400" \
   "$WORK/metrics.txt" || fail "device 1's series lacks the job and rank from the environment"
 if grep -Eq '^accelmon_agent_push_rejected_total\{.*\} [1-9]' "$WORK/metrics.txt"; then
   fail "the agent rejected pushes: $(grep '^accelmon_agent_push_rejected_total' "$WORK/metrics.txt")"

@@ -82,6 +82,16 @@ TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
     auto* d = r.add_devices();
     for (int i = 0; i < 213; ++i) d->add_links()->set_name("nvlink" + std::to_string(i));
   });
+  add("too_many_holders", [](auto& r) {
+    auto* d = r.add_devices();
+    for (int i = 0; i < 65; ++i) d->add_holders()->set_user("user" + std::to_string(i));
+  });
+  add("too_many_holder_pids", [](auto& r) {
+    auto* h = r.add_devices()->add_holders();
+    for (uint32_t pid = 1; pid <= 257; ++pid) h->add_pids(pid);
+  });
+  add("label_too_long",
+      [](auto& r) { r.add_devices()->add_holders()->set_pod(std::string(254, 'p')); });
   add("too_many_events", [](auto& r) {
     for (int i = 0; i < 1025; ++i) r.add_events()->set_kind(v1::EVENT_KIND_XID);
   });
@@ -120,9 +130,9 @@ TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
   const auto samples = Scrape(exporter);
   for (const auto& [reason, report] : bad) {
     EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_rejected_total", {{"reason", reason}}),
-              reason == "value_out_of_range" ? 2.0
-              : reason == "invalid_utf8"     ? 3.0
-                                             : 1.0)
+              reason == "value_out_of_range" || reason == "label_too_long" ? 2.0
+              : reason == "invalid_utf8"                                   ? 3.0
+                                                                           : 1.0)
         << reason;
   }
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_ingested_total"), 1.0);

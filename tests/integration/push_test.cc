@@ -153,7 +153,7 @@ TEST(AllocatorPush, ProcessSeriesAndDerivedValuesOverTheRealSocket) {
 
   auto ours = device;
   ours["pid"] = pid;
-  ours["job"] = "it-job";
+  ours["job_id"] = "it-job";
   ours["rank"] = "3";
   std::vector<testing::Sample> samples;
   ASSERT_TRUE(WaitFor(

@@ -33,7 +33,8 @@ with open(FIXTURE, encoding="utf-8") as f:
 LARGEST_FREE = {0: 224 * MiB, 1: 512 * MiB}
 ENV_KEYS = ("ACCELMON_JOB", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID", "ACCELMON_RANK",
             "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "CUDA_VISIBLE_DEVICES",
-            "ACCELMON_PUSH_SOCKET", "ACCELMON_PUSH_DISABLE")
+            "ACCELMON_PUSH_SOCKET", "ACCELMON_PUSH_DISABLE", "ACCELMON_WORLD_SIZE", "WORLD_SIZE",
+            "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
 
 class FakeAgent:
@@ -137,6 +138,55 @@ class PushTest(unittest.TestCase):
         for k in ENV_KEYS:
             os.environ.pop(k, None)
         self.assertEqual((self.pusher().job, self.pusher().rank), ("", ""))
+
+    def test_world_size_from_environment(self):
+        os.environ.update({"PMI_SIZE": "2", "OMPI_COMM_WORLD_SIZE": "4", "SLURM_NTASKS": "8"})
+        self.assertEqual(self.pusher().world_size, 8)  # SLURM_NTASKS before the MPIs
+        os.environ["WORLD_SIZE"] = "16"  # torchrun
+        self.assertEqual(self.pusher().world_size, 16)
+        os.environ["ACCELMON_WORLD_SIZE"] = "32"
+        self.pusher().push_once()
+        got = self.agent.wait_for(2)
+        self.assertEqual([m.world_size for m in got], [32, 32])
+        self.assertEqual(self.pusher(world_size=5).world_size, 5)
+        os.environ["ACCELMON_WORLD_SIZE"] = "many"  # the first one set wins, and is no number
+        self.assertIsNone(self.pusher().world_size)
+        for k in ENV_KEYS:
+            os.environ.pop(k, None)
+        p = self.pusher()
+        self.assertIsNone(p.world_size)
+        p.push_once()
+        self.assertFalse(self.agent.wait_for(4)[3].HasField("world_size"))  # absent, not 0
+        self.assertIsNone(self.pusher(world_size=0).world_size)
+
+    def test_steps_are_counted_across_threads_and_pushed(self):
+        p = self.pusher()
+        p.push_once()
+        self.assertFalse(self.agent.wait_for(1)[0].HasField("steps_total"))  # no step yet: absent
+        self.assertIsNone(p.steps())
+
+        def train():
+            for _ in range(1000):
+                p.step()
+        threads = [threading.Thread(target=train) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(p.step(10), 4010)
+        self.assertEqual(p.step("x"), 4010)  # nonsense is ignored, never raised
+        self.assertEqual(p.step(-3), 4010)
+        p.push_once()
+        got = self.agent.wait_for(4)
+        self.assertEqual([m.steps_total for m in got[2:]], [4010, 4010])
+
+    def test_module_step_advances_the_running_pusher(self):
+        self.assertIsNone(accelmon_push.step())  # not pushing: nothing to count, no error
+        p = accelmon_push.start(interval=60, socket=self.agent.path)
+        self.assertIsNotNone(p)
+        accelmon_push.step()
+        self.assertEqual(accelmon_push.step(2), 3)
+        self.assertEqual(p.steps(), 3)
 
     def test_socket_from_environment(self):
         os.environ["ACCELMON_PUSH_SOCKET"] = self.agent.path

@@ -15,12 +15,9 @@
 namespace accelmon {
 namespace {
 
-// The host collectors CreateCollectors builds for `args` given to a command with the collector
-// flags (devices off: only the host collectors are of interest).
-std::vector<std::string> HostCollectorsFor(std::vector<std::string> args) {
-  CollectorFlags flags;
-  flags.node_name = "test-node";
-  flags.push.socket = "";
+// The collectors CreateCollectors builds for `args` given to a command with the collector flags
+// (devices off).
+std::vector<std::string> CollectorsFor(CollectorFlags flags, std::vector<std::string> args) {
   CLI::App cmd;
   AddCollectorFlags(cmd, flags);
   std::reverse(args.begin(), args.end());  // CLI11 takes them last first
@@ -30,6 +27,16 @@ std::vector<std::string> HostCollectorsFor(std::vector<std::string> args) {
   std::vector<std::string> names;
   for (const auto& c : collectors::CreateCollectors(config)) names.emplace_back(c->name());
   return names;
+}
+
+// The host collectors CreateCollectors builds for `args` given to a command with the collector
+// flags (devices off: only the host collectors are of interest).
+std::vector<std::string> HostCollectorsFor(std::vector<std::string> args) {
+  CollectorFlags flags;
+  flags.node_name = "test-node";
+  flags.push.socket = "";
+  flags.kubelet_socket = "";
+  return CollectorsFor(flags, std::move(args));
 }
 
 std::vector<std::string> AllHostCollectors() {
@@ -52,6 +59,23 @@ TEST(CollectorFlags, NoCollectorMeminfoRemovesMeminfosCollector) {
   EXPECT_FALSE(Has(names, "meminfo"));
   EXPECT_EQ(names.size(), AllHostCollectors().size() - 1);
   EXPECT_TRUE(Has(names, "vmstat"));
+}
+
+TEST(CollectorFlags, KubeletRunsLastOnItsDefaultSocketUnlessTurnedOff) {
+  CollectorFlags flags;
+  flags.push.socket = "";
+  EXPECT_EQ(flags.kubelet_socket, "/var/lib/kubelet/pod-resources/kubelet.sock");
+  const auto names = CollectorsFor(flags, {});
+  ASSERT_FALSE(names.empty());
+  EXPECT_EQ(names.back(), "kubelet");
+  EXPECT_EQ(MakeCollectorConfig(flags).kubelet_timeout, std::chrono::milliseconds(500));
+  EXPECT_FALSE(Has(CollectorsFor(flags, {"--kubelet.pod-resources-socket", ""}), "kubelet"));
+  EXPECT_EQ(CollectorsFor(flags, {"--kubelet.pod-resources-socket", "/tmp/k.sock"}).back(),
+            "kubelet");
+  CLI::App cmd;
+  AddCollectorFlags(cmd, flags);
+  cmd.parse(std::vector<std::string>{"250ms", "--kubelet.timeout"});
+  EXPECT_EQ(MakeCollectorConfig(flags).kubelet_timeout, std::chrono::milliseconds(250));
 }
 
 TEST(CollectorFlags, TheLastFlagForACollectorWins) {

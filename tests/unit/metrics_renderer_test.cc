@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "daemon/exporter/text_exposition.h"
 #include "support/golden.h"
@@ -102,9 +103,40 @@ v1::NodeReport FullNode() {
   proc->set_largest_free_block_bytes(2'000'000'000);
   proc->set_alloc_retries_total(12);
   proc->set_ooms_total(0);
+  proc->set_used_bytes(61'000'000'000);
+  proc->set_steps_total(1500);
+  proc->set_world_size(8);
+  proc->set_command("python3");
+  proc->set_user("alice");
   auto* partial = d->add_processes();
   partial->set_pid(4243);
   partial->set_reserved_bytes(1'000'000'000);
+  // A process the driver lists that pushes nothing (a profiler, say).
+  auto* listed = d->add_processes();
+  listed->set_pid(5150);
+  listed->set_used_bytes(500'000'000);
+  listed->set_user("bob");
+  // Who holds the device: a Kubernetes container running job slurm-1234's rank 0, and bob's
+  // process outside any job.
+  auto* pod = d->add_holders();
+  pod->set_kind(v1::HOLDER_KIND_POD);
+  pod->set_job("slurm-1234");
+  pod->set_pod("trainer-0");
+  pod->set_namespace_("ml");
+  pod->set_container("pytorch");
+  pod->set_user("alice");
+  pod->add_pids(4242);
+  pod->add_pids(4243);
+  pod->set_rank("0");
+  pod->set_world_size(8);
+  pod->set_memory_used_bytes(61'000'000'000);
+  pod->set_command("python3");
+  auto* other = d->add_holders();
+  other->set_kind(v1::HOLDER_KIND_PROCESS);
+  other->set_user("bob");
+  other->add_pids(5150);
+  other->set_memory_used_bytes(500'000'000);
+  other->set_command("nsys");
 
   auto* sparse = r.add_devices();
   sparse->mutable_identity()->set_vendor("huawei");
@@ -113,6 +145,11 @@ v1::NodeReport FullNode() {
   sparse->mutable_identity()->set_index(1);
   sparse->mutable_memory()->set_total_bytes(68'719'476'736);
   sparse->mutable_memory()->set_used_bytes(0);  // an idle device: zero, and present
+  auto* slurm = sparse->add_holders();          // a Slurm step; its processes are not listed
+  slurm->set_kind(v1::HOLDER_KIND_SLURM);
+  slurm->set_job("slurm-1234");
+  slurm->set_step("0");
+  slurm->set_user("alice");
   return r;
 }
 
@@ -123,10 +160,14 @@ std::vector<NodeEntry> Nodes() {
   quiet.set_sequence(1);
   quiet.mutable_timestamp()->set_seconds(1'699'999'990);
   quiet.mutable_interval()->set_seconds(2);
-  return {
-      {std::make_shared<const v1::NodeReport>(FullNode()), kNow - std::chrono::milliseconds(500)},
-      // Last heard 10 s ago with a 2 s interval: more than three intervals missed.
-      {std::make_shared<const v1::NodeReport>(quiet), kNow - std::chrono::seconds(10)}};
+  NodeEntry full{std::make_shared<const v1::NodeReport>(FullNode()),
+                 kNow - std::chrono::milliseconds(500)};
+  // What the node store measured from earlier reports (step_rates_test.cc).
+  full.step_rates = std::make_shared<const std::vector<StepRate>>(
+      std::vector<StepRate>{{.device_index = 0, .pid = 4242, .steps_per_second = 2.5}});
+  return {full,
+          // Last heard 10 s ago with a 2 s interval: more than three intervals missed.
+          {std::make_shared<const v1::NodeReport>(quiet), kNow - std::chrono::seconds(10)}};
 }
 
 std::string Serialize(const std::vector<prometheus::MetricFamily>& families) {
@@ -135,10 +176,20 @@ std::string Serialize(const std::vector<prometheus::MetricFamily>& families) {
   return out.str();
 }
 
+// What /metrics writes for `nodes` (without the per-job series: what RenderNodes has).
+std::string NodesText(const std::vector<NodeEntry>& nodes) {
+  TextExpositionSink sink;
+  EmitNodes(nodes, kNow, sink);
+  std::string out;
+  sink.AppendTo(out);
+  return out;
+}
+
 // What /metrics writes for `nodes`.
 std::string Text(const std::vector<NodeEntry>& nodes) {
   TextExpositionSink sink;
   EmitNodes(nodes, kNow, sink);
+  EmitJobs(nodes, sink);
   std::string out;
   sink.AppendTo(out);
   return out;
@@ -152,7 +203,7 @@ TEST(MetricsRenderer, MatchesGoldenExposition) {
 // prometheus-cpp's serialiser of the latter writes the same exposition except, at most, for
 // doubles it rounds to 16 digits.
 TEST(MetricsRenderer, TextAndMetricFamiliesAgree) {
-  const std::string ours = Text(Nodes());
+  const std::string ours = NodesText(Nodes());
   const std::string theirs = Serialize(RenderNodes(Nodes(), kNow));
   const auto a = ParseExposition(ours);
   const auto b = ParseExposition(theirs);
@@ -201,6 +252,139 @@ TEST(MetricsRenderer, LinksCarryKindPeerAndErrorType) {
   EXPECT_EQ(FindValue(samples, "accelmon_device_link_errors_total", {{"type", "replay"}}), 4.0);
   EXPECT_EQ(FindValue(samples, "accelmon_device_throttled", {{"reason", "sw_power_cap"}}), 1.0);
   EXPECT_EQ(FindValue(samples, "accelmon_device_throttled", {{"reason", "hw_thermal"}}), 0.0);
+}
+
+TEST(MetricsRenderer, JobInfoIsOneSeriesPerHolderWithEmptyLabelsLeftOut) {
+  const std::string text = Text(Nodes());
+  EXPECT_NE(
+      text.find(
+          "accelmon_device_job_info{node=\"gpu-node-01\",device=\"0\",uuid=\"GPU-11111111-"
+          "2222-3333-4444-555555555555\",kind=\"pod\",job_id=\"slurm-1234\",pod=\"trainer-0\","
+          "namespace=\"ml\",container=\"pytorch\",user=\"alice\",rank=\"0\"} 1\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("accelmon_device_job_info{node=\"gpu-node-01\",device=\"0\",uuid=\"GPU-11111111-"
+                "2222-3333-4444-555555555555\",kind=\"process\",user=\"bob\"} 1\n"),
+      std::string::npos)
+      << text;
+  const auto samples = ParseExposition(text);
+  EXPECT_EQ(CountSamples(samples, "accelmon_device_job_info"), 3u);
+  EXPECT_EQ(
+      FindValue(samples, "accelmon_device_job_info",
+                {{"device", "1"}, {"kind", "slurm"}, {"job_id", "slurm-1234"}, {"step", "0"}}),
+      1.0);
+  // Never a `job` label: Prometheus would rename it exported_job.
+  EXPECT_EQ(text.find("job=\""), std::string::npos) << text;
+}
+
+TEST(MetricsRenderer, ADevicesJobIsItsFirstHolderWithAJobIdOnePerDevice) {
+  v1::NodeReport r = FullNode();
+  auto* d = r.mutable_devices(0);
+  // bob's process holder first: the device's job is still the pod's.
+  d->mutable_holders()->SwapElements(0, 1);
+  auto* second_job = d->add_holders();
+  second_job->set_kind(v1::HOLDER_KIND_SLURM);
+  second_job->set_job("slurm-9");
+  const auto samples = ParseExposition(Text({{std::make_shared<const v1::NodeReport>(r), kNow}}));
+  EXPECT_EQ(CountSamples(samples, "accelmon_device_job"), 2u);
+  EXPECT_EQ(
+      FindValue(
+          samples, "accelmon_device_job",
+          {{"node", "gpu-node-01"}, {"device", "0"}, {"job_id", "slurm-1234"}, {"rank", "0"}}),
+      1.0);
+  EXPECT_FALSE(FindValue(samples, "accelmon_device_job", {{"job_id", "slurm-9"}}));
+  EXPECT_EQ(FindValue(samples, "accelmon_device_job", {{"device", "1"}, {"job_id", "slurm-1234"}}),
+            1.0);
+  EXPECT_EQ(CountSamples(samples, "accelmon_device_job_info"), 4u);
+  // Without holders (no attribution source), no job series at all.
+  for (auto& device : *r.mutable_devices()) device.clear_holders();
+  const auto none = ParseExposition(Text({{std::make_shared<const v1::NodeReport>(r), kNow}}));
+  for (const char* family : {"accelmon_device_job_info", "accelmon_device_job",
+                             "accelmon_job_devices", "accelmon_job_nodes"}) {
+    EXPECT_EQ(CountSamples(none, family), 0u) << family;
+  }
+}
+
+TEST(MetricsRenderer, ProcessMemoryTheDriverAccountsAndPushedSteps) {
+  const auto samples = ParseExposition(Text(Nodes()));
+  EXPECT_EQ(FindValue(samples, "accelmon_device_process_memory_used_bytes",
+                      {{"pid", "4242"}, {"job_id", "slurm-1234"}, {"rank", "0"}}),
+            61e9);
+  // A process that pushes nothing has no job_id or rank label, and only what the driver said.
+  const std::map<std::string, std::string> listed{{"pid", "5150"}};
+  EXPECT_EQ(FindValue(samples, "accelmon_device_process_memory_used_bytes", listed), 5e8);
+  EXPECT_FALSE(FindValue(samples, "accelmon_process_memory_reserved_bytes", listed));
+  EXPECT_FALSE(FindValue(samples, "accelmon_device_process_memory_used_bytes", {{"pid", "4243"}}));
+  EXPECT_EQ(FindValue(samples, "accelmon_process_training_steps_total", {{"pid", "4242"}}), 1500.0);
+  EXPECT_EQ(CountSamples(samples, "accelmon_process_training_steps_total"), 1u);
+}
+
+// Three nodes: job A on two of them (one device without utilization), job B on one.
+std::vector<NodeEntry> JobFleet() {
+  std::vector<NodeEntry> out;
+  const auto node =
+      [&](const std::string& name,
+          std::vector<std::tuple<std::string, std::optional<double>, uint32_t>> devices,
+          std::vector<StepRate> rates) {
+        v1::NodeReport r;
+        r.set_node(name);
+        uint32_t index = 0;
+        for (const auto& [job, compute, pid] : devices) {
+          auto* d = r.add_devices();
+          d->mutable_identity()->set_index(index++);
+          if (compute) d->mutable_utilization()->set_compute_ratio(*compute);
+          auto* h = d->add_holders();
+          h->set_kind(v1::HOLDER_KIND_SLURM);
+          h->set_job(job);
+          h->add_pids(pid);
+        }
+        NodeEntry e{std::make_shared<const v1::NodeReport>(r), kNow};
+        if (!rates.empty()) e.step_rates = std::make_shared<const std::vector<StepRate>>(rates);
+        out.push_back(e);
+      };
+  node("n1", {{"A", 0.9, 100}, {"A", 0.5, 101}, {"B", std::nullopt, 200}},
+       {{0, 100, 4.0}, {1, 101, 2.0}, {2, 200, 7.0}});
+  // pid 300 drives both of n2's devices: its rate counts once.
+  node("n2", {{"A", 0.1, 300}, {"A", std::nullopt, 300}}, {{0, 300, 1.0}, {1, 300, 1.0}});
+  node("n3", {}, {});
+  return out;
+}
+
+TEST(MetricsRenderer, JobSeriesSpanEveryNodeOfTheJob) {
+  const auto samples = ParseExposition(Text(JobFleet()));
+  EXPECT_EQ(FindValue(samples, "accelmon_job_devices", {{"job_id", "A"}}), 4.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_job_nodes", {{"job_id", "A"}}), 2.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_job_devices", {{"job_id", "B"}}), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_job_nodes", {{"job_id", "B"}}), 1.0);
+  // Utilization over the three devices of A that report it.
+  const auto util = [&](const char* job, const char* stat) {
+    return FindValue(samples, "accelmon_job_utilization_ratio", {{"job_id", job}, {"stat", stat}});
+  };
+  EXPECT_EQ(util("A", "min"), 0.1);
+  EXPECT_EQ(util("A", "median"), 0.5);
+  EXPECT_EQ(util("A", "max"), 0.9);
+  EXPECT_FALSE(util("B", "median")) << "no device of B reports utilization: absent, not 0";
+  // Step rates over A's processes 100, 101 and 300 (once): an even count takes the middle pair.
+  const auto steps = [&](const char* job, const char* stat) {
+    return FindValue(samples, "accelmon_job_step_rate", {{"job_id", job}, {"stat", stat}});
+  };
+  EXPECT_EQ(steps("A", "min"), 1.0);
+  EXPECT_EQ(steps("A", "median"), 2.0);
+  EXPECT_EQ(steps("A", "max"), 4.0);
+  EXPECT_EQ(steps("B", "median"), 7.0);
+  EXPECT_EQ(CountSamples(samples, "accelmon_job_step_rate"), 6u);
+}
+
+TEST(MetricsRenderer, JobMedianOfAnEvenCountIsTheMeanOfTheMiddlePair) {
+  std::vector<NodeEntry> fleet = JobFleet();
+  fleet.resize(1);  // n1: A on devices 0.9 and 0.5
+  const auto samples = ParseExposition(Text(fleet));
+  EXPECT_DOUBLE_EQ(
+      *FindValue(samples, "accelmon_job_utilization_ratio", {{"job_id", "A"}, {"stat", "median"}}),
+      0.7);
+  EXPECT_EQ(FindValue(samples, "accelmon_job_step_rate", {{"job_id", "A"}, {"stat", "median"}}),
+            3.0);
 }
 
 TEST(MetricsRenderer, ExporterSelfMetrics) {

@@ -252,5 +252,65 @@ TEST(PushCollector, AttachesMatchedByUuidElseIndexAndDerives) {
   EXPECT_EQ(r.agent().push_rejected_total().at("missing_pid"), 0u);
 }
 
+TEST(PushCollector, MergesIntoTheProcessTheDriverListedByPid) {
+  FakeProcfs procfs;
+  for (uint32_t pid : {8, 9}) procfs.Start(pid);
+  PushStore store({.max_processes_per_device = 64, .expire_after = 30s, .procfs = procfs.path()});
+  PushCollector collector(store);
+  v1::NodeReport first = TwoDevices();
+  collector.Collect(first);  // learns the devices
+
+  auto stats = Push(8, "GPU-a");
+  stats.set_world_size(16);
+  stats.set_steps_total(1200);
+  const auto now = PushStore::SteadyClock::now();
+  ASSERT_EQ(store.Accept(stats, now), "");
+  ASSERT_EQ(store.Accept(Push(9, "GPU-a"), now), "");
+
+  // NVML listed pid 8 with its driver memory (and another process, 5, that pushes nothing).
+  v1::NodeReport r = TwoDevices();
+  auto* listed = r.mutable_devices(0)->add_processes();
+  listed->set_pid(8);
+  listed->set_used_bytes(31 * kGiB);
+  r.mutable_devices(0)->add_processes()->set_pid(5);
+  collector.Collect(r);
+
+  const auto& a = r.devices(0);
+  ASSERT_EQ(a.processes_size(), 3) << "8 merged, 5 kept, 9 appended: no duplicate pid";
+  const auto& merged = a.processes(0);
+  EXPECT_EQ(merged.pid(), 8u);
+  EXPECT_EQ(merged.used_bytes(), 31 * kGiB) << "the driver's accounting stays";
+  EXPECT_EQ(merged.reserved_bytes(), 30 * kGiB) << "the push is added";
+  EXPECT_EQ(merged.job(), "job-1");
+  EXPECT_EQ(merged.rank(), "0");
+  EXPECT_EQ(merged.world_size(), 16u);
+  EXPECT_EQ(merged.steps_total(), 1200u);
+  EXPECT_EQ(a.processes(1).pid(), 5u);
+  EXPECT_FALSE(a.processes(1).has_reserved_bytes());
+  EXPECT_EQ(a.processes(2).pid(), 9u);
+  EXPECT_FALSE(a.processes(2).has_used_bytes()) << "not listed by the driver: absent";
+  EXPECT_FALSE(a.processes(2).has_world_size()) << "not pushed: absent";
+  EXPECT_FALSE(a.processes(2).has_steps_total());
+}
+
+TEST(PushCollector, AZeroWorldSizeIsAbsent) {
+  FakeProcfs procfs;
+  procfs.Start(8);
+  PushStore store({.max_processes_per_device = 64, .expire_after = 30s, .procfs = procfs.path()});
+  PushCollector collector(store);
+  v1::NodeReport first = TwoDevices();
+  collector.Collect(first);
+  auto stats = Push(8, "GPU-a");
+  stats.set_world_size(0);
+  stats.set_steps_total(0);
+  ASSERT_EQ(store.Accept(stats, PushStore::SteadyClock::now()), "");
+  v1::NodeReport r = TwoDevices();
+  collector.Collect(r);
+  ASSERT_EQ(r.devices(0).processes_size(), 1);
+  EXPECT_FALSE(r.devices(0).processes(0).has_world_size());
+  EXPECT_TRUE(r.devices(0).processes(0).has_steps_total()) << "no step yet is a count of 0";
+  EXPECT_EQ(r.devices(0).processes(0).steps_total(), 0u);
+}
+
 }  // namespace
 }  // namespace accelmon::collectors

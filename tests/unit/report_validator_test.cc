@@ -106,6 +106,24 @@ v1::NodeReport FullReport() {
   pm->set_segments(3);
   pm->set_alloc_retries_total(1);
   pm->set_ooms_total(1);
+  pm->set_used_bytes(9);
+  pm->set_steps_total(1200);
+  pm->set_world_size(8);
+  pm->set_command("python3");
+  pm->set_user("alice");
+  auto* holder = d->add_holders();
+  holder->set_kind(v1::HOLDER_KIND_POD);
+  holder->set_job("slurm-1234 ジョブ");
+  holder->set_pod("trainer-7");
+  holder->set_namespace_("ml");
+  holder->set_container("pytorch");
+  holder->set_step("0");
+  holder->set_user("alice");
+  holder->add_pids(4242);
+  holder->set_rank("7");
+  holder->set_world_size(8);
+  holder->set_memory_used_bytes(9);
+  holder->set_command("python3");
 
   auto* h = r.mutable_host();
   auto* hm = h->mutable_memory();
@@ -253,12 +271,44 @@ TEST(ReportValidator, EveryLabelOver128BytesIsRejected) {
       {"chip", [&](auto& r) { r.mutable_host()->mutable_power_sensors(0)->set_chip(too_long); }},
       {"job", [&](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_job(too_long); }},
       {"rank", [&](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_rank(too_long); }},
+      {"process user",
+       [&](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_user(too_long); }},
+      {"process command",
+       [&](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_command(too_long); }},
+      {"holder job", [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_job(too_long); }},
+      {"holder namespace",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_namespace_(too_long); }},
+      {"holder container",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_container(too_long); }},
+      {"holder step",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_step(too_long); }},
+      {"holder user",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_user(too_long); }},
+      {"holder rank",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_rank(too_long); }},
+      {"holder command",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_command(too_long); }},
       {"push rejection reason",
        [&](auto& r) { (*r.mutable_agent()->mutable_push_rejected_total())[too_long] = 1; }},
   };
   for (const auto& [what, change] : labels) EXPECT_EQ(With(change), "label_too_long") << what;
   // Free text is not a label.
   EXPECT_EQ(With([&](auto& r) { r.mutable_events(0)->set_message(std::string(4096, 'm')); }), "");
+}
+
+// Kubernetes pod names are DNS subdomains: up to 253 bytes, so they get a limit of their own.
+TEST(ReportValidator, PodNamesUpTo253BytesPassAndLongerAreRejected) {
+  EXPECT_EQ(With([](auto& r) {
+              r.mutable_devices(0)->mutable_holders(0)->set_pod(std::string(253, 'p'));
+            }),
+            "");
+  EXPECT_EQ(With([](auto& r) {
+              r.mutable_devices(0)->mutable_holders(0)->set_pod(std::string(254, 'p'));
+            }),
+            "label_too_long");
+  v1::NodeReport r = FullReport();
+  r.mutable_devices(0)->mutable_holders(0)->set_pod(std::string(100, 'p'));
+  EXPECT_EQ(Validate(r, {.max_pod_bytes = 99}), "label_too_long");
 }
 
 TEST(ReportValidator, InvalidUtf8InAnyStringIsRejected) {
@@ -272,6 +322,14 @@ TEST(ReportValidator, InvalidUtf8InAnyStringIsRejected) {
   EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_job("j\xff"); }),
             "invalid_utf8");
   EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_rank("\xc3"); }),
+            "invalid_utf8");
+  EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_processes(0)->set_user("\xff"); }),
+            "invalid_utf8");
+  EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_pod("p\xff"); }),
+            "invalid_utf8");
+  EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_namespace_("\xc3"); }),
+            "invalid_utf8");
+  EXPECT_EQ(With([](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_command("\xff"); }),
             "invalid_utf8");
 }
 
@@ -320,7 +378,7 @@ TEST(ReportValidator, ParseReportSaysWhyItCannotParse) {
   EXPECT_EQ(ParseReport("", &parsed), "") << "an empty report parses (and fails validation)";
 }
 
-TEST(ReportValidator, TooManyDevicesLinksEvents) {
+TEST(ReportValidator, TooManyDevicesLinksProcessesHoldersPidsEvents) {
   v1::NodeReport r = FullReport();
   while (r.devices_size() < 64) *r.add_devices() = r.devices(0);
   EXPECT_EQ(Validate(r), "");
@@ -342,6 +400,22 @@ TEST(ReportValidator, TooManyDevicesLinksEvents) {
   *d->add_processes() = d->processes(0);
   EXPECT_EQ(Validate(r), "too_many_processes") << "at most 256 processes per device";
   EXPECT_EQ(Validate(r, {.max_processes_per_device = 257}), "");
+
+  r = FullReport();
+  d = r.mutable_devices(0);
+  while (d->holders_size() < 64) *d->add_holders() = d->holders(0);
+  EXPECT_EQ(Validate(r), "");
+  *d->add_holders() = d->holders(0);
+  EXPECT_EQ(Validate(r), "too_many_holders") << "at most 64 holders per device";
+  EXPECT_EQ(Validate(r, {.max_holders_per_device = 65}), "");
+
+  r = FullReport();
+  auto* holder = r.mutable_devices(0)->mutable_holders(0);
+  while (holder->pids_size() < 256) holder->add_pids(static_cast<uint32_t>(holder->pids_size()));
+  EXPECT_EQ(Validate(r), "");
+  holder->add_pids(100'000);
+  EXPECT_EQ(Validate(r), "too_many_holder_pids") << "at most 256 pids per holder";
+  EXPECT_EQ(Validate(r, {.max_pids_per_holder = 257}), "");
 
   r = FullReport();
   while (r.events_size() < 1024) *r.add_events() = r.events(0);

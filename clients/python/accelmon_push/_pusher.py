@@ -21,6 +21,8 @@ _STAT_FIELDS = (
 )
 _JOB_ENV = ("ACCELMON_JOB", "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "JOB_ID")
 _RANK_ENV = ("ACCELMON_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+_WORLD_SIZE_ENV = ("ACCELMON_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
+                   "PMI_SIZE")
 # torch prints CUDA UUIDs bare; NVML (and so the agent) names them "GPU-<uuid>".
 _BARE_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
@@ -43,6 +45,25 @@ def job_from_env():
 def rank_from_env():
     """The distributed rank: ACCELMON_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK."""
     return _first_env(_RANK_ENV)
+
+
+def _world_size(value):
+    """A positive int, or None (absent) for anything else."""
+    try:
+        n = int(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
+
+
+def world_size_from_env():
+    """The distributed world size: the first of ACCELMON_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS,
+    OMPI_COMM_WORLD_SIZE or PMI_SIZE that is set, as a positive int; None when none is."""
+    for n in _WORLD_SIZE_ENV:
+        v = os.environ.get(n, "").strip()
+        if v:
+            return _world_size(v)
+    return None
 
 
 class _RateLimitedLog:
@@ -75,7 +96,7 @@ class Pusher:
     """
 
     def __init__(self, interval=10.0, socket=None, job=None, rank=None, snapshot_interval=60.0,
-                 timeout=1.0, log_period=60.0):
+                 timeout=1.0, log_period=60.0, world_size=None):
         if not interval > 0:
             raise ValueError("interval must be > 0 seconds, got %r" % (interval,))
         if not timeout > 0:
@@ -100,6 +121,9 @@ class Pusher:
         self.target = path if path.startswith("unix:") else "unix:" + path
         self.job = job_from_env() if job is None else str(job)
         self.rank = rank_from_env() if rank is None else str(rank)
+        self.world_size = world_size_from_env() if world_size is None else _world_size(world_size)
+        self._steps_lock = threading.Lock()
+        self._steps = None  # None until the training loop calls step(): absent, not 0
         self._log = _RateLimitedLog(log_period)
         self._channel = None
         self._call = None
@@ -110,13 +134,33 @@ class Pusher:
         self._largest_free = None  # device index -> bytes, from the last snapshot
         self._last_snapshot = None  # time.monotonic() of the last snapshot attempt
 
+    # --- the training loop's step counter ---
+
+    def step(self, n=1):
+        """Counts `n` more training steps done (thread-safe); pushed as steps_total, from which
+        the exporter derives the step rate. Returns the total. Never raises."""
+        try:
+            n = int(n)
+        except (TypeError, ValueError):
+            return self.steps()
+        if n < 0:
+            return self.steps()
+        with self._steps_lock:
+            self._steps = (self._steps or 0) + n
+            return self._steps
+
+    def steps(self):
+        """Steps counted so far, None before the first step()."""
+        with self._steps_lock:
+            return self._steps
+
     # --- the thread ---
 
     def start(self):
         self._thread = threading.Thread(target=self._run, name="accelmon-push", daemon=True)
         self._thread.start()
-        _log.info("pushing allocator statistics to %s every %g s (job=%r rank=%r)", self.target,
-                  self.interval, self.job, self.rank)
+        _log.info("pushing allocator statistics to %s every %g s (job=%r rank=%r world_size=%r)",
+                  self.target, self.interval, self.job, self.rank, self.world_size)
 
     def running(self):
         return (self._thread is not None and self._thread.is_alive() and
@@ -224,11 +268,16 @@ class Pusher:
         if not used:
             return []
         largest = self._largest_free_blocks(name, backend)
+        steps = self.steps()
         out = []
         for i, stats, read_ns in used:
             m = self._pb.AllocatorStats(pid=os.getpid(), job=self.job, rank=self.rank, backend=name)
             uuid, node_index = self._device_identity(torch, name, backend, i)
             m.device_uuid = uuid
+            if self.world_size is not None:
+                m.world_size = self.world_size
+            if steps is not None:
+                m.steps_total = steps
             if node_index is not None:
                 m.device_index = node_index
             for field, key in _STAT_FIELDS:

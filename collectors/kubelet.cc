@@ -1,0 +1,254 @@
+#include "collectors/kubelet.h"
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <system_error>
+#include <tuple>
+#include <vector>
+
+#include "k8s/podresources/v1/api.grpc.pb.h"
+
+namespace accelmon::collectors {
+namespace podresources = ::v1;
+
+namespace {
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+std::optional<uint32_t> ParseIndex(std::string_view s) {
+  uint32_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// "DDDD:BB:DD.F" with the domain as a number: NVML writes "00000000:C1:00.0", sysfs
+// "0000:c1:00.0", and the device plugins whichever their library gives them.
+std::optional<std::pair<uint32_t, std::string>> PciKey(std::string_view id) {
+  const size_t first = id.find(':');
+  if (first == std::string_view::npos || id.find(':', first + 1) == std::string_view::npos) {
+    return std::nullopt;
+  }
+  uint32_t domain = 0;
+  const std::string_view d = id.substr(0, first);
+  const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), domain, 16);
+  if (d.empty() || ec != std::errc() || end != d.data() + d.size()) return std::nullopt;
+  std::string rest(id.substr(first + 1));
+  for (char& c : rest) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return std::pair{domain, rest};
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+int FindBy(const v1::NodeReport& report, auto&& match) {
+  for (int i = 0; i < report.devices_size(); ++i) {
+    if (match(report.devices(i).identity())) return i;
+  }
+  return -1;
+}
+
+int FindIndex(const v1::NodeReport& report, std::string_view vendor, uint32_t index) {
+  return FindBy(report, [&](const v1::DeviceIdentity& d) {
+    return d.vendor() == vendor && d.index() == index;
+  });
+}
+
+uint32_t LowestPid(const v1::DeviceHolder& h) {
+  return h.pids().empty() ? UINT32_MAX : *std::min_element(h.pids().begin(), h.pids().end());
+}
+
+// Folds the PROCESS holders of `device` into the POD holder at `pod_position` (its only one): their
+// pids, memory, and the pushed job, rank and world size; the user and command of the process with
+// the lowest pid.
+void FoldProcessHolders(v1::DeviceTelemetry& device, int pod_position) {
+  auto& holders = *device.mutable_holders();
+  std::vector<const v1::DeviceHolder*> processes;
+  for (const v1::DeviceHolder& h : holders) {
+    if (h.kind() == v1::HOLDER_KIND_PROCESS) processes.push_back(&h);
+  }
+  if (processes.empty()) return;
+  std::stable_sort(processes.begin(), processes.end(),
+                   [](const auto* a, const auto* b) { return LowestPid(*a) < LowestPid(*b); });
+  v1::DeviceHolder pod = holders[pod_position];
+  std::set<uint32_t> pids(pod.pids().begin(), pod.pids().end());
+  for (const v1::DeviceHolder* h : processes) {
+    pids.insert(h->pids().begin(), h->pids().end());
+    if (pod.user().empty()) pod.set_user(h->user());
+    if (pod.command().empty()) pod.set_command(h->command());
+    if (pod.job().empty()) pod.set_job(h->job());
+    if (pod.rank().empty()) pod.set_rank(h->rank());
+    if (!pod.has_world_size() && h->has_world_size()) pod.set_world_size(h->world_size());
+    if (h->has_memory_used_bytes()) {
+      pod.set_memory_used_bytes(pod.memory_used_bytes() + h->memory_used_bytes());
+    }
+  }
+  pod.clear_pids();
+  for (const uint32_t pid : pids) {
+    if (static_cast<size_t>(pod.pids_size()) == kMaxPodHolderPids) break;
+    pod.add_pids(pid);
+  }
+  google::protobuf::RepeatedPtrField<v1::DeviceHolder> kept;
+  for (int i = 0; i < holders.size(); ++i) {
+    if (i == pod_position) {
+      *kept.Add() = std::move(pod);
+    } else if (holders[i].kind() != v1::HOLDER_KIND_PROCESS) {
+      *kept.Add() = std::move(holders[i]);
+    }
+  }
+  holders.Swap(&kept);
+}
+
+}  // namespace
+
+int FindAssignedDevice(const v1::NodeReport& report, std::string_view resource,
+                       std::string_view id) {
+  if (id.empty()) return -1;
+  // Time-sliced (shared) NVIDIA GPUs are advertised as replicas "GPU-<uuid>::N".
+  if (const size_t replica = id.find("::"); replica != std::string_view::npos) {
+    id = id.substr(0, replica);
+  }
+  // Any plugin that names devices by the uuid we report (NVIDIA's default, simulated devices).
+  const int by_uuid = FindBy(report, [&](const v1::DeviceIdentity& d) {
+    return !d.uuid().empty() && EqualsIgnoreCase(d.uuid(), id);
+  });
+  if (by_uuid >= 0) return by_uuid;
+  const size_t slash = resource.find('/');
+  const std::string_view domain = resource.substr(0, slash);
+  if (domain == "nvidia.com") {
+    if (const auto index = ParseIndex(id)) return FindIndex(report, "nvidia", *index);
+    return -1;
+  }
+  if (domain == "amd.com") {
+    if (const auto index = ParseIndex(id)) return FindIndex(report, "amd", *index);
+    const auto key = PciKey(id);
+    if (!key) return -1;
+    return FindBy(report, [&](const v1::DeviceIdentity& d) {
+      return d.vendor() == "amd" && PciKey(d.pci_bus_id()) == key;
+    });
+  }
+  if (domain == "huawei.com") {
+    // "Ascend910-3": the physical NPU 3. Virtual NPUs ("Ascend910-2c-100-3") are not ours to map.
+    if (!StartsWith(id, "Ascend")) return -1;
+    const size_t dash = id.find('-');
+    if (dash == std::string_view::npos || id.find('-', dash + 1) != std::string_view::npos) {
+      return -1;
+    }
+    if (const auto index = ParseIndex(id.substr(dash + 1))) {
+      return FindIndex(report, "huawei", *index);
+    }
+  }
+  return -1;
+}
+
+size_t AttributePods(const podresources::ListPodResourcesResponse& pods, v1::NodeReport& report) {
+  size_t added = 0;
+  std::set<std::tuple<int, std::string, std::string, std::string>> seen;
+  std::vector<int> touched;
+  std::map<int, size_t> pods_on;  // device -> POD holders added
+  for (const podresources::PodResources& pod : pods.pod_resources()) {
+    for (const podresources::ContainerResources& container : pod.containers()) {
+      for (const podresources::ContainerDevices& devices : container.devices()) {
+        for (const std::string& id : devices.device_ids()) {
+          const int d = FindAssignedDevice(report, devices.resource_name(), id);
+          if (d < 0) continue;
+          // Two replicas of one shared GPU (or two resources of one device) are one holder.
+          if (!seen.emplace(d, pod.namespace_(), pod.name(), container.name()).second) continue;
+          if (++pods_on[d] > kMaxPodHoldersPerDevice) continue;
+          v1::DeviceHolder& h = *report.mutable_devices(d)->add_holders();
+          h.set_kind(v1::HOLDER_KIND_POD);
+          h.set_pod(pod.name());
+          h.set_namespace_(pod.namespace_());
+          h.set_container(container.name());
+          touched.push_back(d);
+          ++added;
+        }
+      }
+    }
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (const int d : touched) {
+    v1::DeviceTelemetry& device = *report.mutable_devices(d);
+    int pod_position = -1;
+    int pod_holders = 0;
+    for (int i = 0; i < device.holders_size(); ++i) {
+      if (device.holders(i).kind() == v1::HOLDER_KIND_POD) {
+        ++pod_holders;
+        pod_position = i;
+      }
+    }
+    if (pod_holders == 1) FoldProcessHolders(device, pod_position);
+  }
+  return added;
+}
+
+struct KubeletCollector::Client {
+  std::unique_ptr<podresources::PodResourcesLister::Stub> stub;
+};
+
+KubeletCollector::KubeletCollector(KubeletOptions options) : options_(std::move(options)) {}
+
+KubeletCollector::~KubeletCollector() = default;
+
+void KubeletCollector::Collect(v1::NodeReport& report) {
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(options_.socket, ec);
+  if (!exists) {
+    client_.reset();
+    const std::string why =
+        "no kubelet pod-resources socket at " + options_.socket + (ec ? ": " + ec.message() : "");
+    if (!said_absent_)
+      spdlog::info("kubelet: {}; Kubernetes attribution off until it appears", why);
+    said_absent_ = true;
+    throw SourceAbsent(why);
+  }
+  if (said_absent_) spdlog::info("kubelet: pod-resources socket {} found", options_.socket);
+  said_absent_ = false;
+  if (!client_) {
+    grpc::ChannelArguments args;
+    // A kubelet that restarts is back within a tick or two, not after gRPC's default backoff.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // The kubelet's own limit for this API (a node with many pods).
+    args.SetMaxReceiveMessageSize(16 << 20);
+    client_ = std::make_unique<Client>(
+        Client{podresources::PodResourcesLister::NewStub(grpc::CreateCustomChannel(
+            "unix:" + options_.socket, grpc::InsecureChannelCredentials(), args))});
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
+  podresources::ListPodResourcesResponse response;
+  const grpc::Status status =
+      client_->stub->List(&context, podresources::ListPodResourcesRequest(), &response);
+  if (!status.ok()) {
+    client_.reset();  // a fresh channel next tick: the kubelet may have been replaced
+    throw CollectorError(
+        "kubelet List on " + options_.socket + ": " +
+        (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+             ? "no answer within " + std::to_string(options_.timeout.count()) + " ms"
+             : status.error_message()));
+  }
+  AttributePods(response, report);
+}
+
+}  // namespace accelmon::collectors

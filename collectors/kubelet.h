@@ -1,0 +1,72 @@
+// Kubernetes attribution: the kubelet's pod-resources API (v1.PodResourcesLister/List on its Unix
+// socket) says which container each device plugin assigned each device to; the "kubelet"
+// collector adds one POD holder per (container, device) to the report. It runs last, after the
+// device collectors, the push and the processes collectors, because it folds the device's
+// PROCESS holders into the pod's: on Kubernetes the processes on a device are its pod's.
+//
+// Device ids by device plugin (docs/jobs.md "Kubernetes"):
+//   any resource    an id equal to a device's uuid (GPU-…, MIG-…, SIM-…)
+//   nvidia.com/*    "GPU-<uuid>" / "MIG-<uuid>" (uuid strategy), "0", "1" (index strategy);
+//                   a time-sliced replica "GPU-<uuid>::2" is its GPU
+//   amd.com/*       the PCI bus id, "0000:c1:00.0" (ROCm k8s-device-plugin), any case and
+//                   domain width; a plain number is the index
+//   huawei.com/*    "Ascend910-3", "Ascend310P-0": the number after the last '-' is the index
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "collectors/collector.h"
+
+namespace v1 {  // the kubelet's package (proto/k8s/podresources/v1/api.proto)
+class ListPodResourcesResponse;
+}
+
+namespace accelmon::collectors {
+
+inline constexpr const char* kDefaultKubeletSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+
+// Pids kept per POD holder when PROCESS holders are folded into it (the lowest ones).
+inline constexpr size_t kMaxPodHolderPids = 64;
+// POD holders per device (time-slicing can share one GPU among many containers); the first ones
+// in the kubelet's order are kept, so a report stays within the exporter's limits.
+inline constexpr size_t kMaxPodHoldersPerDevice = 64;
+
+// The index of `device` among `report`'s devices a device plugin id names, or -1. `resource` is
+// the plugin's resource name ("nvidia.com/gpu"), `id` one of its device ids.
+int FindAssignedDevice(const v1::NodeReport& report, std::string_view resource,
+                       std::string_view id);
+
+// Adds a POD holder per (container, device) of `pods` to the devices of `report` it names, and
+// folds each such device's PROCESS holders into its POD holder when the device has exactly one
+// container (with several, which process is whose is not known: the PROCESS holders stay).
+// Returns how many holders it added.
+size_t AttributePods(const ::v1::ListPodResourcesResponse& pods, v1::NodeReport& report);
+
+struct KubeletOptions {
+  std::string socket = kDefaultKubeletSocket;  // --kubelet.pod-resources-socket
+  // The deadline of each List call, so a slow kubelet never holds up the report.
+  std::chrono::milliseconds timeout{500};  // --kubelet.timeout
+};
+
+// Lists the kubelet's pods every tick. Absent (SourceAbsent, logged once at info) while the socket
+// does not exist; a kubelet that refuses, fails or misses the deadline fails the tick
+// (CollectorError): no POD holders that tick, the rest of the report as always.
+class KubeletCollector final : public Collector {
+ public:
+  explicit KubeletCollector(KubeletOptions options);
+  ~KubeletCollector() override;
+
+  std::string_view name() const override { return "kubelet"; }
+  void Collect(v1::NodeReport& report) override;
+
+ private:
+  struct Client;
+  const KubeletOptions options_;
+  std::unique_ptr<Client> client_;  // null until the socket exists, and after a failed call
+  bool said_absent_ = false;
+};
+
+}  // namespace accelmon::collectors

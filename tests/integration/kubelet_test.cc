@@ -1,0 +1,398 @@
+// Kubernetes attribution end to end: a fake kubelet (our own PodResourcesLister server on a Unix
+// socket in a temp dir) assigns simulated devices to pods; a real agent with the "kubelet"
+// collector streams to a real exporter on loopback, and the exporter's report names the pod,
+// namespace and container of each device. Pods coming and going are followed by the first report
+// collected after the change; a kubelet that is slow or gone makes the holders absent, is logged
+// once, and the reports keep coming.
+#include "collectors/kubelet.h"
+
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectors/sim.h"
+#include "daemon/agent/agent.h"
+#include "k8s/podresources/v1/api.grpc.pb.h"
+#include "support/loopback_exporter.h"
+#include "support/temp_dir.h"
+#include "support/wait.h"
+
+namespace accelmon {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::WaitFor;
+namespace fs = std::filesystem;
+
+struct Assignment {
+  std::string ns, pod, container, device_id;
+};
+
+// The kubelet's end of the pod-resources API, with the assignment the test sets. Each List call
+// notes which generation of the assignment it served and how many reports the agent had handed
+// on by then: the report it contributes to is the next one.
+class FakeKubelet final : public ::v1::PodResourcesLister::Service {
+ public:
+  struct Served {
+    int generation;
+    size_t reports_before;
+  };
+
+  explicit FakeKubelet(std::function<size_t()> reports_so_far)
+      : reports_so_far_(std::move(reports_so_far)) {}
+
+  void Serve(const std::string& socket) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr) << "cannot serve " << socket;
+  }
+  void Shutdown() {
+    Release();
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 5s);
+    server_.reset();
+  }
+  ~FakeKubelet() override { Shutdown(); }
+
+  void Assign(std::vector<Assignment> assignments) {
+    std::lock_guard lock(mu_);
+    assignments_ = std::move(assignments);
+    ++generation_;
+  }
+  int generation() {
+    std::lock_guard lock(mu_);
+    return generation_;
+  }
+  // From now on List answers only when released (or after 10 s): a kubelet that hangs.
+  void Hang() {
+    std::lock_guard lock(mu_);
+    hanging_ = true;
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    hanging_ = false;
+    cv_.notify_all();
+  }
+  std::vector<Served> served() {
+    std::lock_guard lock(mu_);
+    return served_;
+  }
+
+  grpc::Status List(grpc::ServerContext* /*context*/, const ::v1::ListPodResourcesRequest*,
+                    ::v1::ListPodResourcesResponse* response) override {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, 10s, [&] { return !hanging_; });
+    for (const Assignment& a : assignments_) {
+      auto* pod = response->add_pod_resources();
+      pod->set_name(a.pod);
+      pod->set_namespace_(a.ns);
+      auto* container = pod->add_containers();
+      container->set_name(a.container);
+      container->add_cpu_ids(2);  // what a real kubelet sends along: ignored
+      auto* devices = container->add_devices();
+      devices->set_resource_name("nvidia.com/gpu");
+      devices->add_device_ids(a.device_id);
+      devices->mutable_topology()->add_nodes()->set_id(0);
+    }
+    served_.push_back({generation_, reports_so_far_()});
+    return grpc::Status::OK;
+  }
+
+ private:
+  const std::function<size_t()> reports_so_far_;
+  std::unique_ptr<grpc::Server> server_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Assignment> assignments_;
+  int generation_ = 0;
+  bool hanging_ = false;
+  std::vector<Served> served_;
+};
+
+// Every report the agent hands to its uplink, in order.
+class Tap {
+ public:
+  std::function<void(const v1::NodeReport&)> Observer() {
+    return [this](const v1::NodeReport& r) {
+      std::lock_guard lock(mu_);
+      reports_.push_back(r);
+    };
+  }
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return reports_.size();
+  }
+  std::optional<v1::NodeReport> At(size_t i) {
+    std::lock_guard lock(mu_);
+    if (i >= reports_.size()) return std::nullopt;
+    return reports_[i];
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<v1::NodeReport> reports_;
+};
+
+// (namespace/pod/container) of each device's POD holders, "" for none.
+std::vector<std::string> PodsPerDevice(const v1::NodeReport& r) {
+  std::vector<std::string> out;
+  for (const v1::DeviceTelemetry& d : r.devices()) {
+    std::string pods;
+    for (const v1::DeviceHolder& h : d.holders()) {
+      if (h.kind() != v1::HOLDER_KIND_POD) continue;
+      if (!pods.empty()) pods += ",";
+      pods += h.namespace_() + "/" + h.pod() + "/" + h.container();
+    }
+    out.push_back(pods);
+  }
+  return out;
+}
+
+const v1::CollectorStatus* Status(const v1::NodeReport& r, const std::string& name) {
+  for (const auto& c : r.collectors()) {
+    if (c.name() == name) return &c;
+  }
+  return nullptr;
+}
+
+// Every spdlog message while it lives.
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()), sink_(std::make_shared<Sink>()) {
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink_));
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  size_t Count(const std::string& needle) { return sink_->Count(needle); }
+
+ private:
+  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    size_t Count(const std::string& needle) {
+      std::lock_guard lock(mutex_);
+      size_t n = 0;
+      for (const std::string& line : lines_) n += line.find(needle) != std::string::npos;
+      return n;
+    }
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      lines_.emplace_back(msg.payload.data(), msg.payload.size());
+    }
+    void flush_() override {}
+
+   private:
+    std::vector<std::string> lines_;
+  };
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<Sink> sink_;
+};
+
+class KubeletAttribution : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::MakeTempDir("accelmon-kubelet");
+    socket_ = dir_ + "/kubelet.sock";
+    kubelet_ = std::make_unique<FakeKubelet>([this] { return tap_.size(); });
+    kubelet_->Serve(socket_);
+    uplink_ = std::make_unique<Uplink>(UplinkOptions{.exporter_address = exporter_.grpc_address()});
+    std::vector<std::unique_ptr<collectors::Collector>> list;
+    list.push_back(std::make_unique<collectors::SimCollector>(
+        collectors::SimOptions{.devices = 2, .seed = 18}));
+    list.push_back(std::make_unique<collectors::KubeletCollector>(
+        collectors::KubeletOptions{.socket = socket_, .timeout = 200ms}));
+    agent_ = std::make_unique<Agent>(AgentOptions{.node = "k8s-node", .interval = 100ms},
+                                     collectors::CollectorSet(std::move(list)), *uplink_);
+    agent_->set_report_observer(tap_.Observer());
+  }
+  void Start() {
+    uplink_->Start();
+    agent_->Start();
+    ASSERT_TRUE(WaitFor([&] { return tap_.size() > 0; }, 10s));
+    uuids_ = {tap_.At(0)->devices(0).identity().uuid(), tap_.At(0)->devices(1).identity().uuid()};
+  }
+  void TearDown() override {
+    if (agent_) agent_->Stop();
+    if (uplink_) uplink_->Stop();
+    kubelet_.reset();
+    fs::remove_all(dir_);
+  }
+
+  // The exporter's latest report from the agent, once one newer than `after` (a sequence) came.
+  std::optional<v1::NodeReport> ExporterReportAfter(uint64_t after) {
+    std::optional<v1::NodeReport> latest;
+    WaitFor(
+        [&] {
+          const auto nodes = exporter_.store().Snapshot(std::chrono::system_clock::now());
+          if (nodes.empty() || nodes[0].report->sequence() <= after) return false;
+          latest = *nodes[0].report;
+          return true;
+        },
+        10s);
+    return latest;
+  }
+  // Waits for the exporter's latest report to satisfy `pred`; returns it.
+  std::optional<v1::NodeReport> WaitForExporter(std::function<bool(const v1::NodeReport&)> pred) {
+    std::optional<v1::NodeReport> found;
+    WaitFor(
+        [&] {
+          const auto nodes = exporter_.store().Snapshot(std::chrono::system_clock::now());
+          if (nodes.empty() || !pred(*nodes[0].report)) return false;
+          found = *nodes[0].report;
+          return true;
+        },
+        10s);
+    return found;
+  }
+  // The report the first List call serving `generation` contributed to.
+  std::optional<v1::NodeReport> FirstReportServing(int generation) {
+    std::optional<size_t> index;
+    WaitFor(
+        [&] {
+          for (const auto& s : kubelet_->served()) {
+            if (s.generation == generation) {
+              index = s.reports_before;
+              return tap_.size() > s.reports_before;
+            }
+          }
+          return false;
+        },
+        10s);
+    return index ? tap_.At(*index) : std::nullopt;
+  }
+
+  std::string dir_, socket_;
+  testing::LoopbackExporter exporter_;
+  Tap tap_;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  std::unique_ptr<Uplink> uplink_;
+  std::unique_ptr<Agent> agent_;
+  std::vector<std::string> uuids_;
+};
+
+TEST_F(KubeletAttribution, HoldersNameThePodOfEachDeviceAndFollowItsChanges) {
+  Start();
+  kubelet_->Assign(
+      {{"ml", "trainer-0", "pytorch", uuids_[0]}, {"ml", "trainer-1", "pytorch", uuids_[1]}});
+  const auto shown = WaitForExporter([](const v1::NodeReport& r) {
+    return PodsPerDevice(r) ==
+           std::vector<std::string>{"ml/trainer-0/pytorch", "ml/trainer-1/pytorch"};
+  });
+  ASSERT_TRUE(shown.has_value()) << "the exporter never got the pods";
+  const v1::DeviceHolder& holder = shown->devices(0).holders(0);
+  EXPECT_EQ(holder.kind(), v1::HOLDER_KIND_POD);
+  EXPECT_EQ(holder.job(), "") << "no process pushed a job: absent";
+  ASSERT_NE(Status(*shown, "kubelet"), nullptr);
+  EXPECT_TRUE(Status(*shown, "kubelet")->success());
+  EXPECT_EQ(Status(*shown, "kubelet")->error(), "");
+
+  // trainer-1 goes and infer-0 comes, given device 1 as a time-sliced replica of it.
+  kubelet_->Assign({{"ml", "trainer-0", "pytorch", uuids_[0]},
+                    {"serving", "infer-0", "server", uuids_[1] + "::0"}});
+  const int changed = kubelet_->generation();
+  const auto next = FirstReportServing(changed);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(PodsPerDevice(*next),
+            (std::vector<std::string>{"ml/trainer-0/pytorch", "serving/infer-0/server"}))
+      << "the first report collected after the change follows it";
+  EXPECT_TRUE(WaitForExporter([&](const v1::NodeReport& r) {
+                return r.sequence() >= next->sequence() &&
+                       PodsPerDevice(r)[1] == "serving/infer-0/server";
+              }).has_value());
+
+  // Every pod gone: no holders at all.
+  kubelet_->Assign({});
+  const auto empty = FirstReportServing(kubelet_->generation());
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_EQ(PodsPerDevice(*empty), (std::vector<std::string>{"", ""}));
+}
+
+TEST_F(KubeletAttribution, ASlowOrStoppedKubeletMakesHoldersAbsentAndReportsGoOn) {
+  LogCapture log;
+  Start();
+  kubelet_->Assign({{"ml", "trainer-0", "pytorch", uuids_[0]}});
+  ASSERT_TRUE(WaitForExporter([](const v1::NodeReport& r) {
+                return PodsPerDevice(r)[0] == "ml/trainer-0/pytorch";
+              }).has_value());
+
+  // Slow: List answers later than the collector's deadline.
+  kubelet_->Hang();
+  auto failed = WaitForExporter([](const v1::NodeReport& r) {
+    return Status(r, "kubelet") != nullptr && !Status(r, "kubelet")->success();
+  });
+  ASSERT_TRUE(failed.has_value()) << "the kubelet collector never failed";
+  EXPECT_NE(Status(*failed, "kubelet")->error().find("no answer within 200 ms"), std::string::npos)
+      << Status(*failed, "kubelet")->error();
+  EXPECT_EQ(PodsPerDevice(*failed), (std::vector<std::string>{"", ""})) << "absent, not stale";
+  EXPECT_TRUE(Status(*failed, "sim")->success()) << "the rest of the report as always";
+  // Reports keep coming while it hangs, each without the pods.
+  for (int i = 0; i < 3; ++i) {
+    failed = ExporterReportAfter(failed->sequence());
+    ASSERT_TRUE(failed.has_value()) << "reports stopped while the kubelet hangs";
+    EXPECT_FALSE(Status(*failed, "kubelet")->success());
+    EXPECT_EQ(PodsPerDevice(*failed)[0], "");
+  }
+  EXPECT_EQ(log.Count("collector kubelet: no data"), 1u) << "logged once, not every tick";
+
+  // Back: the pods again, and that is logged once too.
+  kubelet_->Release();
+  ASSERT_TRUE(WaitForExporter([](const v1::NodeReport& r) {
+                return PodsPerDevice(r)[0] == "ml/trainer-0/pytorch";
+              }).has_value());
+  EXPECT_EQ(log.Count("collector kubelet: data again"), 1u);
+
+  // Stopped: nothing serves the socket (a socket file that refuses connections).
+  kubelet_->Shutdown();
+  if (!fs::exists(socket_)) {
+    // gRPC removed its socket file: leave one behind as a crashed kubelet does.
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    close(fd);
+  }
+  failed = WaitForExporter([](const v1::NodeReport& r) {
+    return !Status(r, "kubelet")->success() &&
+           Status(r, "kubelet")->error().find("no answer") == std::string::npos;
+  });
+  ASSERT_TRUE(failed.has_value()) << "a stopped kubelet is not a failure";
+  EXPECT_EQ(PodsPerDevice(*failed)[0], "");
+  failed = ExporterReportAfter(failed->sequence());
+  ASSERT_TRUE(failed.has_value()) << "reports stopped with the kubelet";
+  EXPECT_EQ(log.Count("collector kubelet: no data"), 2u) << "once for the hang, once for the stop";
+
+  // Gone altogether (no socket file): absent, which is not a failure.
+  fs::remove(socket_);
+  const auto absent = WaitForExporter([](const v1::NodeReport& r) {
+    return Status(r, "kubelet")->success() &&
+           Status(r, "kubelet")->error().find("no kubelet pod-resources socket") !=
+               std::string::npos;
+  });
+  ASSERT_TRUE(absent.has_value());
+  EXPECT_EQ(PodsPerDevice(*absent)[0], "");
+  EXPECT_EQ(log.Count("Kubernetes attribution off until it appears"), 1u);
+
+  // A new kubelet on the same socket: followed again.
+  kubelet_ = std::make_unique<FakeKubelet>([this] { return tap_.size(); });
+  kubelet_->Assign({{"ml", "trainer-9", "pytorch", uuids_[1]}});
+  kubelet_->Serve(socket_);
+  EXPECT_TRUE(WaitForExporter([](const v1::NodeReport& r) {
+                return PodsPerDevice(r)[1] == "ml/trainer-9/pytorch";
+              }).has_value());
+}
+
+}  // namespace
+}  // namespace accelmon
