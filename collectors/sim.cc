@@ -238,6 +238,26 @@ void SimCollector::PlaceJobs() {
   }
 }
 
+void SimCollector::AddHolder(const Placement& job, uint32_t pid, uint64_t used_bytes,
+                             v1::DeviceTelemetry& out) {
+  auto& holder = *out.add_holders();
+  holder.set_kind(job.pod ? v1::HOLDER_KIND_POD : v1::HOLDER_KIND_SLURM);
+  holder.set_job(job.job);
+  if (job.pod) {
+    holder.set_pod(job.pod_name);
+    holder.set_namespace_(job.pod_namespace);
+    holder.set_container("trainer");
+  } else {
+    holder.set_step("0");
+  }
+  holder.set_user(job.user);
+  holder.add_pids(pid);
+  holder.set_rank(std::to_string(job.rank));
+  holder.set_world_size(job.world_size);
+  holder.set_memory_used_bytes(used_bytes);
+  holder.set_command("python3");
+}
+
 void SimCollector::StartAndEndFaults(v1::NodeReport& report, double elapsed_s) {
   active_.clear();
   for (size_t k = 0; k < faults_.size(); ++k) {
@@ -436,9 +456,11 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     const uint32_t pid = 10000 + 1000 * index + d.restarts;
     auto& process = *out.add_processes();
     process.set_pid(pid);
-    process.set_job(job.job);
-    process.set_rank(std::to_string(job.rank));
-    process.set_world_size(job.world_size);
+    if (options_.jobs) {
+      process.set_job(job.job);
+      process.set_rank(std::to_string(job.rank));
+      process.set_world_size(job.world_size);
+    }
     process.set_steps_total(static_cast<uint64_t>(d.steps));
     process.set_used_bytes(used_b);
     process.set_command("python3");
@@ -455,22 +477,7 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     DeriveFragmentation(out);
 
     // The sim is the device and its scheduler at once: it says who holds the device.
-    auto& holder = *out.add_holders();
-    holder.set_kind(job.pod ? v1::HOLDER_KIND_POD : v1::HOLDER_KIND_SLURM);
-    holder.set_job(job.job);
-    if (job.pod) {
-      holder.set_pod(job.pod_name);
-      holder.set_namespace_(job.pod_namespace);
-      holder.set_container("trainer");
-    } else {
-      holder.set_step("0");
-    }
-    holder.set_user(job.user);
-    holder.add_pids(pid);
-    holder.set_rank(std::to_string(job.rank));
-    holder.set_world_size(job.world_size);
-    holder.set_memory_used_bytes(used_b);
-    holder.set_command("python3");
+    if (options_.jobs) AddHolder(job, pid, used_b, out);
   }
 
   // Power follows utilization; energy integrates power.

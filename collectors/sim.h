@@ -27,6 +27,9 @@ struct SimOptions {
   // job's global ranks: rank = node_index * devices + device, world size = nodes * devices.
   int node_index = 0;
   int nodes = 1;
+  // False: the devices alone, held by nobody the sim knows of (no holders, no pushed job or rank):
+  // for tests of the attribution sources (kubelet, processes) over simulated devices.
+  bool jobs = true;
 };
 
 // Throws ScenarioError ("FILE:LINE: what") when a fault names a device or link that a simulation
@@ -107,6 +110,8 @@ class SimCollector final : public Collector {
   void StartAndEndFaults(v1::NodeReport& report, double elapsed_s);
   // Places the scenario's jobs (or the default job) on this node's devices.
   void PlaceJobs();
+  static void AddHolder(const Placement& job, uint32_t pid, uint64_t used_bytes,
+                        v1::DeviceTelemetry& out);
 
   SimOptions options_;
   std::vector<Fault> faults_;  // the scenario's faults for this node

@@ -180,6 +180,17 @@ TEST(Sim, EveryDeviceHoldsTheDefaultJobWithItsGlobalRank) {
   }
 }
 
+TEST(Sim, WithoutJobsNobodyHoldsTheDevices) {
+  const auto r = Simulate({.devices = 2, .seed = 4, .jobs = false}, 2).back();
+  for (const auto& d : r.devices()) {
+    EXPECT_EQ(d.holders_size(), 0);
+    ASSERT_EQ(d.processes_size(), 1) << "the process and its allocator are still there";
+    EXPECT_EQ(d.processes(0).job(), "");
+    EXPECT_EQ(d.processes(0).rank(), "");
+    EXPECT_FALSE(d.processes(0).has_world_size());
+  }
+}
+
 // Steps advance with the useful work: a busy device about 100 a second at full compute.
 TEST(Sim, StepsAdvanceWithUsefulWork) {
   const auto reports = Simulate({.devices = 2, .seed = 4}, 301);
