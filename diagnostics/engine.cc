@@ -363,11 +363,12 @@ void Engine::ForgetNode(const std::string& node, int64_t now_ns) {
     ++stats_.closed;
     if (listener_) listener_(Change::kClosed, open.finding);
   }
-  // Its jobs leave it.
+  // Its jobs leave it (`node` may name the entry erased here: copied first).
+  const std::string name = node;
   const std::vector<std::string> jobs = std::move(it->second->jobs);
   nodes_.erase(it);
   for (const std::string& job : jobs) {
-    ProcessJob(JobSlice{.job = job, .node = node, .now_ns = now_ns, .devices = {}});
+    ProcessJob(JobSlice{.job = job, .node = name, .now_ns = now_ns, .devices = {}});
   }
 }
 

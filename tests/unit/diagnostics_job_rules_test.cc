@@ -134,6 +134,21 @@ TEST(JobStallAcrossNodes, ClosesWhenTheJobLeavesItsDevices) {
   EXPECT_TRUE(engine.OpenFindings().empty());
 }
 
+TEST(JobStallAcrossNodes, ForgettingItsLastNodeClosesTheJobsFinding) {
+  Engine engine;
+  Recorder rec(engine);
+  Fleet fleet;
+  for (int64_t t = 0; t <= 60; t += 10) engine.Process(fleet.Report("a", 1000 + t, {kBusy}));
+  for (int64_t t = 70; t <= 300; t += 10) engine.Process(fleet.Report("a", 1000 + t, {kIdle}));
+  ASSERT_EQ(rec.Of("job_stall").size(), 1u);
+  const std::string node = "a";
+  engine.ForgetNode(node, 1400'000'000'000);
+  ASSERT_EQ(rec.closed.size(), 1u);
+  EXPECT_EQ(rec.closed[0].rule(), "job_stall");
+  EXPECT_EQ(rec.closed[0].end().seconds(), 1400);
+  EXPECT_TRUE(engine.OpenFindings().empty());
+}
+
 TEST(JobStallPerNode, StaysForDevicesWithoutAJob) {
   Engine engine;
   Recorder rec(engine);
