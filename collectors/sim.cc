@@ -184,10 +184,11 @@ void SimCollector::PlaceJobs() {
     const auto node_index = static_cast<uint32_t>(std::max(options_.node_index, 0));
     const auto nodes = static_cast<uint32_t>(std::max(options_.nodes, 1));
     for (uint32_t i = 0; i < n; ++i) {
-      devices_[i].placement = Placement{.job = std::string(kDefaultJob),
-                                        .user = "sim",
-                                        .rank = node_index * n + i,
-                                        .world_size = nodes * n};
+      devices_[i].placement =
+          Placement{.job = options_.job.empty() ? std::string(kDefaultJob) : options_.job,
+                    .user = "sim",
+                    .rank = node_index * n + i,
+                    .world_size = nodes * n};
     }
     return;
   }

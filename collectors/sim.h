@@ -27,6 +27,8 @@ struct SimOptions {
   // job's global ranks: rank = node_index * devices + device, world size = nodes * devices.
   int node_index = 0;
   int nodes = 1;
+  // The default job's id (when the scenario places no jobs); empty: "sim-job".
+  std::string job{};
   // False: the devices alone, held by nobody the sim knows of (no holders, no pushed job or rank):
   // for tests of the attribution sources (kubelet, processes) over simulated devices.
   bool jobs = true;
