@@ -39,6 +39,9 @@ struct CollectorFlags {
   std::string dcmi_library = "libdcmi.so";
   std::string device_timeout = "2s";
   PushFlags push{};
+  // Who uses each device (docs/jobs.md): --no-collector.processes, --processes.max-per-device.
+  bool processes = true;
+  size_t processes_max_per_device = 64;
   // --collector.<name> (true) and --no-collector.<name> (false), one pair per host collector in
   // collectors::HostCollectors(); the last one given for a name wins, and a collector not named
   // runs by its default.

@@ -1,0 +1,342 @@
+#include "collectors/processes.h"
+
+#include <pwd.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <system_error>
+#include <tuple>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "collectors/file_reader.h"
+#include "collectors/text_parsing.h"
+
+namespace accelmon::collectors {
+namespace {
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "1234 KiB" -> bytes; the unit is optional (drm-usage-stats: none, KiB, MiB, GiB).
+std::optional<uint64_t> ParseDrmBytes(std::string_view value) {
+  const auto fields = SplitFields(value);
+  if (fields.empty() || fields.size() > 2) return std::nullopt;
+  const auto n = ParseUint64(fields[0]);
+  if (!n) return std::nullopt;
+  uint64_t scale = 1;
+  if (fields.size() == 2) {
+    if (fields[1] == "KiB") {
+      scale = 1ULL << 10;
+    } else if (fields[1] == "MiB") {
+      scale = 1ULL << 20;
+    } else if (fields[1] == "GiB") {
+      scale = 1ULL << 30;
+    } else {
+      return std::nullopt;
+    }
+  }
+  return *n * scale;
+}
+
+// What the cap keeps: processes that push allocator statistics, then the most device memory.
+bool KeepBefore(const v1::ProcessMemory* a, const v1::ProcessMemory* b) {
+  const bool a_pushed = a->has_reserved_bytes() || !a->job().empty();
+  const bool b_pushed = b->has_reserved_bytes() || !b->job().empty();
+  if (a_pushed != b_pushed) return a_pushed;
+  if (a->used_bytes() != b->used_bytes()) return a->used_bytes() > b->used_bytes();
+  return a->pid() < b->pid();
+}
+
+bool ByPid(const v1::ProcessMemory* a, const v1::ProcessMemory* b) { return a->pid() < b->pid(); }
+
+// One entry per pid, ascending: a pid listed twice (NVML and a push appended after it) becomes
+// one, the later entry's fields over the earlier's.
+void MergeByPid(v1::DeviceTelemetry& d) {
+  auto& ps = *d.mutable_processes();
+  std::stable_sort(ps.pointer_begin(), ps.pointer_end(), ByPid);
+  for (int i = ps.size() - 1; i > 0; --i) {
+    if (ps[i].pid() != ps[i - 1].pid()) continue;
+    ps[i - 1].MergeFrom(ps[i]);
+    ps.DeleteSubrange(i, 1);
+  }
+}
+
+void CapProcesses(v1::DeviceTelemetry& d, size_t max) {
+  auto& ps = *d.mutable_processes();
+  if (static_cast<size_t>(ps.size()) <= max) return;
+  std::sort(ps.pointer_begin(), ps.pointer_end(), KeepBefore);
+  ps.DeleteSubrange(static_cast<int>(max), ps.size() - static_cast<int>(max));
+  std::sort(ps.pointer_begin(), ps.pointer_end(), ByPid);
+}
+
+}  // namespace
+
+std::optional<SlurmStep> ParseSlurmCgroup(std::string_view cgroup) {
+  std::optional<SlurmStep> found;
+  ForEachLine(cgroup, [&](std::string_view line) {
+    if (found) return;
+    // "hierarchy-ID:controllers:path"; the path may itself hold ':'.
+    const size_t first = line.find(':');
+    if (first == std::string_view::npos) return;
+    const size_t second = line.find(':', first + 1);
+    if (second == std::string_view::npos) return;
+    std::string_view path = Trim(line.substr(second + 1));
+    std::vector<std::string_view> parts;
+    while (!path.empty()) {
+      const size_t slash = path.find('/');
+      if (slash != 0) parts.push_back(path.substr(0, slash));
+      if (slash == std::string_view::npos) break;
+      path.remove_prefix(slash + 1);
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!parts[i].starts_with("job_") || !AllDigits(parts[i].substr(4))) continue;
+      SlurmStep s{.job = std::string(parts[i].substr(4)), .step = {}};
+      if (i + 1 < parts.size() && parts[i + 1].starts_with("step_") && parts[i + 1].size() > 5) {
+        s.step = std::string(parts[i + 1].substr(5));
+      }
+      found = std::move(s);
+      return;
+    }
+  });
+  return found;
+}
+
+std::optional<uint32_t> ParseStatusUid(std::string_view status) {
+  std::optional<uint32_t> uid;
+  ForEachLine(status, [&](std::string_view line) {
+    if (uid || !line.starts_with("Uid:")) return;
+    const auto fields = SplitFields(line.substr(4));
+    if (fields.empty()) return;
+    const auto v = ParseUint64(fields[0]);
+    if (v && *v <= UINT32_MAX) uid = static_cast<uint32_t>(*v);
+  });
+  return uid;
+}
+
+DrmFdinfo ParseDrmFdinfo(std::string_view fdinfo) {
+  DrmFdinfo out;
+  std::optional<uint64_t> total_vram;
+  ForEachLine(fdinfo, [&](std::string_view line) {
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return;
+    const std::string_view key = Trim(line.substr(0, colon));
+    const std::string_view value = Trim(line.substr(colon + 1));
+    if (key == "drm-driver") {
+      out.driver = std::string(value);
+    } else if (key == "drm-pdev") {
+      out.pdev = Lower(value);
+    } else if (key == "drm-client-id") {
+      out.client_id = ParseUint64(value);
+    } else if (key == "drm-memory-vram") {
+      out.vram_bytes = ParseDrmBytes(value);
+    } else if (key == "drm-total-vram") {
+      total_vram = ParseDrmBytes(value);
+    }
+  });
+  if (!out.vram_bytes) out.vram_bytes = total_vram;  // kernels that print only the newer key
+  return out;
+}
+
+ProcessesCollector::ProcessesCollector(const PathResolver& paths, ProcessesOptions options)
+    : paths_(paths), options_(options) {}
+
+void ProcessesCollector::NoteUnreadable(const std::string& path, int error) {
+  if (said_unreadable_) return;
+  said_unreadable_ = true;
+  spdlog::info(
+      "processes: cannot read {}: {}; the user, job and command of such processes stay absent "
+      "(the agent runs as uid {}; run it as root to attribute every process)",
+      path, std::strerror(error), ::geteuid());
+}
+
+bool ProcessesCollector::ReadProcFile(uint32_t pid, std::string_view file, std::string& out,
+                                      bool& gone) {
+  const auto path = paths_.Proc(std::to_string(pid) + "/" + std::string(file));
+  const int error = TryReadTextFile(path, out);
+  if (error == 0) return true;
+  // ENOENT: exited since the device listed it; ESRCH: exiting while we read.
+  if (error == ENOENT || error == ESRCH) {
+    gone = true;
+  } else {
+    NoteUnreadable(path.string(), error);
+  }
+  return false;
+}
+
+std::string ProcessesCollector::UserName(uint32_t uid) {
+  if (const auto it = users_.find(uid); it != users_.end()) return it->second;
+  std::string name = std::to_string(uid);  // a uid without a name is shown as the number
+  std::vector<char> buffer(16384);
+  passwd pw{};
+  passwd* result = nullptr;
+  int r = 0;
+  while ((r = getpwuid_r(uid, &pw, buffer.data(), buffer.size(), &result)) == ERANGE &&
+         buffer.size() < (1U << 20)) {
+    buffer.resize(buffer.size() * 2);
+  }
+  if (r == 0 && result != nullptr && result->pw_name != nullptr && result->pw_name[0] != '\0') {
+    name = result->pw_name;
+  }
+  if (users_.size() >= 4096) users_.clear();  // bounds a node that churns through uids
+  users_[uid] = name;
+  return name;
+}
+
+ProcessesCollector::ProcessInfo ProcessesCollector::ReadProcess(uint32_t pid) {
+  ProcessInfo info;
+  std::string text;
+  if (ReadProcFile(pid, "status", text, info.gone)) {
+    if (const auto uid = ParseStatusUid(text)) info.user = UserName(*uid);
+  }
+  if (info.gone) return info;
+  if (ReadProcFile(pid, "comm", text, info.gone)) info.command = std::string(Trim(text));
+  if (info.gone) return info;
+  if (ReadProcFile(pid, "cgroup", text, info.gone)) info.slurm = ParseSlurmCgroup(text);
+  return info;
+}
+
+ProcessesCollector::AmdgpuClients ProcessesCollector::ScanAmdgpuClients() {
+  AmdgpuClients clients;
+  std::error_code ec;
+  std::filesystem::directory_iterator procs(paths_.procfs_root(), ec);
+  if (ec) return clients;
+  std::string target;
+  std::string fdinfo;
+  for (const auto& entry : procs) {
+    const std::string pid_name = entry.path().filename().string();
+    if (!AllDigits(pid_name)) continue;
+    const auto pid = ParseUint64(pid_name);
+    if (!pid || *pid > UINT32_MAX) continue;
+    std::filesystem::directory_iterator fds(entry.path() / "fd", ec);
+    if (ec) {
+      if (ec != std::errc::no_such_file_or_directory) {
+        NoteUnreadable((entry.path() / "fd").string(), ec.value());
+      }
+      continue;
+    }
+    // (pdev, client id): two fds of one open DRM file are one client, counted once.
+    std::set<std::pair<std::string, uint64_t>> seen;
+    for (const auto& fd : fds) {
+      const auto link = std::filesystem::read_symlink(fd.path(), ec);
+      if (ec || !link.native().starts_with("/dev/dri/")) continue;
+      const auto info_path = entry.path() / "fdinfo" / fd.path().filename();
+      const int error = TryReadTextFile(info_path, fdinfo);
+      if (error != 0) {
+        if (error != ENOENT) NoteUnreadable(info_path.string(), error);
+        continue;
+      }
+      const DrmFdinfo drm = ParseDrmFdinfo(fdinfo);
+      if (drm.driver != "amdgpu" || drm.pdev.empty()) continue;
+      // Without a client id (older kernels) every fd counts as its own client.
+      if (drm.client_id && !seen.emplace(drm.pdev, *drm.client_id).second) continue;
+      auto& used = clients[static_cast<uint32_t>(*pid)][drm.pdev];
+      if (drm.vram_bytes) used = used.value_or(0) + *drm.vram_bytes;
+    }
+  }
+  return clients;
+}
+
+void ProcessesCollector::Collect(v1::NodeReport& report) {
+  const auto now = std::chrono::steady_clock::now();
+  bool any_amdgpu = false;
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    any_amdgpu = any_amdgpu || d.identity().vendor() == "amd";
+  }
+  // Only amdgpu needs the walk of every process's fds; NVML lists its processes itself.
+  if (any_amdgpu) {
+    const AmdgpuClients clients = ScanAmdgpuClients();
+    for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
+      if (d.identity().vendor() != "amd" || d.identity().pci_bus_id().empty()) continue;
+      const std::string pdev = Lower(d.identity().pci_bus_id());
+      for (const auto& [pid, by_pdev] : clients) {
+        const auto it = by_pdev.find(pdev);
+        if (it == by_pdev.end()) continue;
+        v1::ProcessMemory& p = *d.add_processes();  // merged with a pushed entry just below
+        p.set_pid(pid);
+        if (it->second) p.set_used_bytes(*it->second);
+      }
+    }
+  }
+
+  // Each pid on any device, read once per tick at most.
+  std::unordered_map<uint32_t, ProcessInfo> seen;
+  for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
+    MergeByPid(d);
+    for (const v1::ProcessMemory& p : d.processes()) {
+      if (seen.contains(p.pid())) continue;
+      const auto known = known_.find(p.pid());
+      if (known != known_.end() && now - known->second.read_at < options_.reread_after) {
+        seen.emplace(p.pid(), known->second);
+        continue;
+      }
+      ProcessInfo info = ReadProcess(p.pid());
+      info.read_at = now;
+      seen.emplace(p.pid(), std::move(info));
+    }
+  }
+  // Kept for the next tick: processes still on a device (a vanished one is read again).
+  known_.clear();
+  for (const auto& [pid, info] : seen) {
+    if (!info.gone) known_.emplace(pid, info);
+  }
+
+  for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
+    if (d.processes().empty()) continue;
+    std::unordered_set<uint32_t> held;  // already in a holder (the sim sets its own)
+    for (const v1::DeviceHolder& h : d.holders()) held.insert(h.pids().begin(), h.pids().end());
+
+    // One SLURM holder per (job, step), then one PROCESS holder per user; pids ascending.
+    std::map<std::tuple<int, std::string, std::string, std::string>,
+             std::vector<v1::ProcessMemory*>>
+        groups;
+    for (v1::ProcessMemory& p : *d.mutable_processes()) {
+      const ProcessInfo& info = seen.at(p.pid());
+      if (p.user().empty()) p.set_user(info.user);
+      if (p.command().empty()) p.set_command(info.command);
+      if (info.gone || held.contains(p.pid())) continue;
+      if (info.slurm) {
+        groups[{0, info.slurm->job, info.slurm->step, {}}].push_back(&p);
+      } else {
+        groups[{1, {}, {}, info.user}].push_back(&p);
+      }
+    }
+    for (const auto& [key, processes] : groups) {
+      v1::DeviceHolder& h = *d.add_holders();
+      const bool slurm = std::get<0>(key) == 0;
+      h.set_kind(slurm ? v1::HOLDER_KIND_SLURM : v1::HOLDER_KIND_PROCESS);
+      if (slurm) {
+        h.set_job(std::get<1>(key));
+        h.set_step(std::get<2>(key));
+      }
+      h.set_command(processes.front()->command());
+      std::optional<uint64_t> memory;
+      for (const v1::ProcessMemory* p : processes) {
+        if (static_cast<size_t>(h.pids_size()) < options_.max_per_device) h.add_pids(p->pid());
+        if (p->has_used_bytes()) memory = memory.value_or(0) + p->used_bytes();
+        // What the training process pushed, where Slurm does not say.
+        if (h.user().empty()) h.set_user(p->user());
+        if (h.job().empty()) h.set_job(p->job());
+        if (h.rank().empty()) h.set_rank(p->rank());
+        if (!h.has_world_size() && p->has_world_size()) h.set_world_size(p->world_size());
+      }
+      if (memory) h.set_memory_used_bytes(*memory);
+    }
+    CapProcesses(d, options_.max_per_device);
+  }
+}
+
+}  // namespace accelmon::collectors
