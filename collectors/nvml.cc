@@ -400,17 +400,19 @@ class NvmlCollector final : public Collector {
     FillProcesses(c, h, d);
   }
 
-  // One of NVML's process lists, with the two-call pattern: ask for the count, then fetch with
-  // room to spare, again if processes started in between. False when the list is not available.
+  // One of NVML's process lists. The buffer has room for the usual count, so one call is enough;
+  // NVML_ERROR_INSUFFICIENT_SIZE says how many there are, and the call is made again with room
+  // to spare (processes may start in between). False when the list is not available.
   static bool ListProcesses(DeviceCalls& c, decltype(&nvmlDeviceGetComputeRunningProcesses_v3) fn,
                             nvmlDevice_t h, std::vector<nvmlProcessInfo_t>& out) {
+    constexpr unsigned kFirstTry = 64;
     constexpr unsigned kSlack = 8;
     constexpr unsigned kMaxProcesses = 4096;  // bounds a bad count; the agent caps far below
     constexpr int kTries = 3;
-    out.clear();
-    unsigned count = 0;
     if (c.lost() || fn == nullptr) return false;
-    nvmlReturn_t r = fn(h, &count, nullptr);
+    out.resize(kFirstTry);
+    unsigned count = kFirstTry;
+    nvmlReturn_t r = fn(h, &count, out.data());
     for (int i = 0; i < kTries && r == NVML_ERROR_INSUFFICIENT_SIZE; ++i) {
       out.resize(std::min(count + kSlack, kMaxProcesses));
       count = static_cast<unsigned>(out.size());

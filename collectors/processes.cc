@@ -11,6 +11,7 @@
 #include <set>
 #include <system_error>
 #include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -67,6 +68,12 @@ bool ByPid(const v1::ProcessMemory* a, const v1::ProcessMemory* b) { return a->p
 // one, the later entry's fields over the earlier's.
 void MergeByPid(v1::DeviceTelemetry& d) {
   auto& ps = *d.mutable_processes();
+  const auto not_ascending = [](const v1::ProcessMemory* a, const v1::ProcessMemory* b) {
+    return a->pid() >= b->pid();
+  };
+  if (std::adjacent_find(ps.pointer_begin(), ps.pointer_end(), not_ascending) == ps.pointer_end()) {
+    return;  // the usual case: one device collector, pid order
+  }
   std::stable_sort(ps.pointer_begin(), ps.pointer_end(), ByPid);
   for (int i = ps.size() - 1; i > 0; --i) {
     if (ps[i].pid() != ps[i - 1].pid()) continue;
@@ -166,7 +173,10 @@ void ProcessesCollector::NoteUnreadable(const std::string& path, int error) {
 bool ProcessesCollector::ReadProcFile(uint32_t pid, std::string_view file, std::string& out,
                                       bool& gone) {
   const auto path = paths_.Proc(std::to_string(pid) + "/" + std::string(file));
-  const int error = TryReadTextFile(path, out);
+  // One read(2) suffices for these small files (the kernel renders them whole); one that fills
+  // the buffer may be longer and is read again to the end.
+  int error = TryReadAttributeFile(path, out);
+  if (error == 0 && out.size() >= 4096) error = TryReadTextFile(path, out);
   if (error == 0) return true;
   // ENOENT: exited since the device listed it; ESRCH: exiting while we read.
   if (error == ENOENT || error == ESRCH) {
@@ -272,59 +282,79 @@ void ProcessesCollector::Collect(v1::NodeReport& report) {
     }
   }
 
-  // Each pid on any device, read once per tick at most.
-  std::unordered_map<uint32_t, ProcessInfo> seen;
+  // Each pid on any device, read when it first appears and again after reread_after (spread
+  // over that window by pid, so processes that started together are not all read in one tick).
+  ++tick_;
   for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
     MergeByPid(d);
     for (const v1::ProcessMemory& p : d.processes()) {
-      if (seen.contains(p.pid())) continue;
-      const auto known = known_.find(p.pid());
-      if (known != known_.end() && now - known->second.read_at < options_.reread_after) {
-        seen.emplace(p.pid(), known->second);
-        continue;
+      auto [it, added] = known_.try_emplace(p.pid());
+      ProcessInfo& info = it->second;
+      if (info.tick == tick_) continue;
+      info.tick = tick_;
+      if (added || now >= info.read_again_at) {
+        info = ReadProcess(p.pid());
+        info.tick = tick_;
+        const auto spread = options_.reread_after.count() > 0
+                                ? std::chrono::milliseconds(p.pid() % options_.reread_after.count())
+                                : std::chrono::milliseconds(0);
+        info.read_again_at = now + options_.reread_after / 2 + spread / 2;
       }
-      ProcessInfo info = ReadProcess(p.pid());
-      info.read_at = now;
-      seen.emplace(p.pid(), std::move(info));
     }
   }
   // Kept for the next tick: processes still on a device (a vanished one is read again).
-  known_.clear();
-  for (const auto& [pid, info] : seen) {
-    if (!info.gone) known_.emplace(pid, info);
-  }
+  std::erase_if(known_, [&](const auto& kv) { return kv.second.tick != tick_ || kv.second.gone; });
 
+  struct Group {
+    const ProcessInfo* info;  // the first process's: its Slurm step or user is the group's
+    std::vector<v1::ProcessMemory*> processes;
+  };
+  std::vector<Group> groups;
   for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
     if (d.processes().empty()) continue;
     std::unordered_set<uint32_t> held;  // already in a holder (the sim sets its own)
     for (const v1::DeviceHolder& h : d.holders()) held.insert(h.pids().begin(), h.pids().end());
 
     // One SLURM holder per (job, step), then one PROCESS holder per user; pids ascending.
-    std::map<std::tuple<int, std::string, std::string, std::string>,
-             std::vector<v1::ProcessMemory*>>
-        groups;
+    groups.clear();
     for (v1::ProcessMemory& p : *d.mutable_processes()) {
-      const ProcessInfo& info = seen.at(p.pid());
+      const auto found = known_.find(p.pid());
+      if (found == known_.end()) continue;  // vanished
+      const ProcessInfo& info = found->second;
       if (p.user().empty()) p.set_user(info.user);
       if (p.command().empty()) p.set_command(info.command);
-      if (info.gone || held.contains(p.pid())) continue;
-      if (info.slurm) {
-        groups[{0, info.slurm->job, info.slurm->step, {}}].push_back(&p);
+      if (!held.empty() && held.contains(p.pid())) continue;
+      const auto same = [&](const Group& g) {
+        return info.slurm ? g.info->slurm == info.slurm
+                          : !g.info->slurm && g.info->user == info.user;
+      };
+      const auto g = std::find_if(groups.begin(), groups.end(), same);
+      if (g == groups.end()) {
+        groups.push_back({&info, {&p}});
       } else {
-        groups[{1, {}, {}, info.user}].push_back(&p);
+        g->processes.push_back(&p);
       }
     }
-    for (const auto& [key, processes] : groups) {
+    std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
+      const auto key = [](const Group& g) {
+        static const SlurmStep kNone;
+        const SlurmStep& s = g.info->slurm ? *g.info->slurm : kNone;
+        return std::tie(s.job, s.step, g.info->user);
+      };
+      if (a.info->slurm.has_value() != b.info->slurm.has_value()) return a.info->slurm.has_value();
+      return key(a) < key(b);
+    });
+    for (const Group& group : groups) {
       v1::DeviceHolder& h = *d.add_holders();
-      const bool slurm = std::get<0>(key) == 0;
+      const auto& slurm = group.info->slurm;
       h.set_kind(slurm ? v1::HOLDER_KIND_SLURM : v1::HOLDER_KIND_PROCESS);
       if (slurm) {
-        h.set_job(std::get<1>(key));
-        h.set_step(std::get<2>(key));
+        h.set_job(slurm->job);
+        h.set_step(slurm->step);
       }
-      h.set_command(processes.front()->command());
+      h.set_command(group.processes.front()->command());
       std::optional<uint64_t> memory;
-      for (const v1::ProcessMemory* p : processes) {
+      for (const v1::ProcessMemory* p : group.processes) {
         if (static_cast<size_t>(h.pids_size()) < options_.max_per_device) h.add_pids(p->pid());
         if (p->has_used_bytes()) memory = memory.value_or(0) + p->used_bytes();
         // What the training process pushed, where Slurm does not say.

@@ -24,7 +24,8 @@ struct ProcessesOptions {
   // the most device memory, pushing processes first (--processes.max-per-device).
   size_t max_per_device = 64;
   // A process's cgroup, user and command are read when it first appears on a device and again
-  // after this long (they change only at exec or setuid, which a GPU process rarely does).
+  // after half to all of this long, by pid (they change only at exec or setuid, which a GPU
+  // process rarely does).
   std::chrono::milliseconds reread_after{60'000};
 };
 
@@ -64,7 +65,8 @@ class ProcessesCollector final : public Collector {
     std::optional<SlurmStep> slurm;
     std::string user;
     std::string command;
-    std::chrono::steady_clock::time_point read_at;
+    uint64_t tick = 0;  // the last tick a device listed it
+    std::chrono::steady_clock::time_point read_again_at;
   };
   // pid -> (pdev -> bytes) of the amdgpu DRM clients in /proc.
   using AmdgpuClients = std::map<uint32_t, std::map<std::string, std::optional<uint64_t>>>;
@@ -80,6 +82,7 @@ class ProcessesCollector final : public Collector {
   ProcessesOptions options_;
   std::unordered_map<uint32_t, std::string> users_;  // uid -> name; names rarely change
   std::unordered_map<uint32_t, ProcessInfo> known_;  // pids on a device at the last tick
+  uint64_t tick_ = 0;                                // Collect calls so far
   bool said_unreadable_ = false;
 };
 

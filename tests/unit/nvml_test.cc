@@ -331,16 +331,27 @@ TEST_F(Nvml, DeviceWithoutProcessesListsNone) {
   EXPECT_TRUE(report.devices(0).processes().empty());
 }
 
-TEST_F(Nvml, ProcessStartingBetweenTheTwoCallsIsStillListed) {
-  fake.add_process(0, "compute", 4711, 1ULL << 30);
-  fake.set_value(0, "processes.appear_between_calls", 1);  // after each count-only answer
+TEST_F(Nvml, ProcessStartingBetweenTheCallsIsStillListed) {
+  // More than the first call has room for: NVML says how many, and one more starts meanwhile.
+  for (unsigned pid = 1000; pid < 1065; ++pid) fake.add_process(0, "compute", pid, 1ULL << 20);
+  fake.set_value(0, "processes.appear_between_calls", 1);
   auto collector = Create(fake);
   ASSERT_NE(collector, nullptr);
   const v1::NodeReport report = CollectOnce(*collector);
   const auto processes = Processes(report.devices(0));
-  ASSERT_EQ(processes.size(), 2u) << "the buffer had room for one that started in between";
-  EXPECT_EQ(processes[0].first, 4711u);
-  EXPECT_EQ(processes[1].first, 90001u);
+  ASSERT_EQ(processes.size(), 66u) << "the retry had room for the one that started in between";
+  EXPECT_EQ(processes.front().first, 1000u);
+  EXPECT_EQ(processes.back().first, 90065u);
+}
+
+TEST_F(Nvml, MoreProcessesThanTheExporterTakesKeepThoseUsingTheMostMemory) {
+  for (unsigned pid = 1; pid <= 300; ++pid) fake.add_process(0, "compute", pid, pid * 1000ULL);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const auto processes = Processes(CollectOnce(*collector).devices(0));
+  ASSERT_EQ(processes.size(), 256u) << "the exporter's default limit per device";
+  EXPECT_EQ(processes.front().first, 45u) << "the 44 smallest are left out";
+  EXPECT_EQ(processes.back().first, 300u);
 }
 
 TEST_F(Nvml, RefusedProcessListLeavesTheOtherList) {
