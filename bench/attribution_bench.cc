@@ -3,6 +3,7 @@
 // test library with 8 GPUs, the processes collector) over a /proc made for the run, with and
 // without 64 Slurm processes on the GPUs. See bench/README.md.
 #include <benchmark/benchmark.h>
+#include <spdlog/spdlog.h>
 #include <stdlib.h>
 
 #include <filesystem>
@@ -187,4 +188,12 @@ BENCHMARK(BM_ProcessesCollector)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // The collectors' start-up lines ("NVIDIA collection on") would land in the JSON output.
+  spdlog::set_level(spdlog::level::warn);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
