@@ -82,6 +82,12 @@ void MergeByPid(v1::DeviceTelemetry& d) {
   }
 }
 
+std::unordered_set<uint32_t> HeldPids(const v1::DeviceTelemetry& d) {
+  std::unordered_set<uint32_t> held;
+  for (const v1::DeviceHolder& h : d.holders()) held.insert(h.pids().begin(), h.pids().end());
+  return held;
+}
+
 void CapProcesses(v1::DeviceTelemetry& d, size_t max) {
   auto& ps = *d.mutable_processes();
   if (static_cast<size_t>(ps.size()) <= max) return;
@@ -284,10 +290,14 @@ void ProcessesCollector::Collect(v1::NodeReport& report) {
 
   // Each pid on any device, read when it first appears and again after reread_after (spread
   // over that window by pid, so processes that started together are not all read in one tick).
+  // A pid already in a holder is left to whoever made it: the sim names its own simulated
+  // processes, whose pids mean nothing in this host's /proc.
   ++tick_;
   for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
     MergeByPid(d);
+    const std::unordered_set<uint32_t> held = HeldPids(d);
     for (const v1::ProcessMemory& p : d.processes()) {
+      if (!held.empty() && held.contains(p.pid())) continue;
       auto [it, added] = known_.try_emplace(p.pid());
       ProcessInfo& info = it->second;
       if (info.tick == tick_) continue;
@@ -312,18 +322,17 @@ void ProcessesCollector::Collect(v1::NodeReport& report) {
   std::vector<Group> groups;
   for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
     if (d.processes().empty()) continue;
-    std::unordered_set<uint32_t> held;  // already in a holder (the sim sets its own)
-    for (const v1::DeviceHolder& h : d.holders()) held.insert(h.pids().begin(), h.pids().end());
+    const std::unordered_set<uint32_t> held = HeldPids(d);
 
     // One SLURM holder per (job, step), then one PROCESS holder per user; pids ascending.
     groups.clear();
     for (v1::ProcessMemory& p : *d.mutable_processes()) {
+      if (!held.empty() && held.contains(p.pid())) continue;
       const auto found = known_.find(p.pid());
       if (found == known_.end()) continue;  // vanished
       const ProcessInfo& info = found->second;
       if (p.user().empty()) p.set_user(info.user);
       if (p.command().empty()) p.set_command(info.command);
-      if (!held.empty() && held.contains(p.pid())) continue;
       const auto same = [&](const Group& g) {
         return info.slurm ? g.info->slurm == info.slurm
                           : !g.info->slurm && g.info->user == info.user;

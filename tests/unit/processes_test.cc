@@ -275,6 +275,9 @@ TEST(ProcessesCollector, DeviceWithHoldersKeepsThemAndGetsOnlyTheNewPids) {
   }
   AddProcess(gpu, 31003, kGiB);
   Collect(Fixture("procs-slurm-v1"), report);
+  EXPECT_TRUE(gpu.processes(0).user().empty() && gpu.processes(0).command().empty())
+      << "a held pid is its holder's maker's (a simulated pid means nothing in /proc)";
+  EXPECT_EQ(gpu.processes(1).command(), "train.sh");
   ASSERT_EQ(gpu.holders_size(), 2);
   EXPECT_EQ(gpu.holders(0).job(), "sim-job");
   EXPECT_EQ(Pids(gpu.holders(1)), (std::vector<uint32_t>{31003}));
