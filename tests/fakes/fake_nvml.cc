@@ -15,6 +15,7 @@
 // A missing key answers NVML_ERROR_NOT_SUPPORTED.
 // Processes (fake_nvml_add_process(device, "compute"|"graphics", pid, used_bytes), ~0 = not
 // available; none by default) are listed by the _v3 process functions (not in the legacy build).
+// FAKE_NVML_PROCESSES in the environment adds processes at load and reset (see below).
 // The value processes.appear_between_calls (N) starts N more compute processes (pids 90000+)
 // after each answer that only gave the count, as a process starting between NVML's two calls.
 // fake_nvml_set_return(function, device, code): that function answers `code` for that device
@@ -23,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -135,10 +137,38 @@ void Defaults(int d, Device& dev) {
   }
 }
 
+// For end-to-end runs of the real binary, which cannot call the control functions:
+// FAKE_NVML_PROCESSES="DEVICE:compute|graphics:PID:BYTES,..." (BYTES "-": not available).
+void ProcessesFromEnvironment(State& s) {
+  const char* env = std::getenv("FAKE_NVML_PROCESSES");
+  if (env == nullptr) return;
+  std::string spec = env;
+  for (size_t start = 0; start < spec.size();) {
+    size_t end = spec.find(',', start);
+    if (end == std::string::npos) end = spec.size();
+    int device = -1;
+    char list[16] = {};
+    unsigned pid = 0;
+    char bytes[32] = {};
+    const std::string entry = spec.substr(start, end - start);
+    if (std::sscanf(entry.c_str(), "%d:%15[a-z]:%u:%31s", &device, list, &pid, bytes) == 4 &&
+        device >= 0 && device < kMaxDevices) {
+      const unsigned long long used = std::strcmp(bytes, "-") == 0
+                                          ? NVML_VALUE_NOT_AVAILABLE
+                                          : std::strtoull(bytes, nullptr, 10);
+      auto& processes = std::strcmp(list, "graphics") == 0 ? s.devices[device].graphics_processes
+                                                           : s.devices[device].compute_processes;
+      processes.push_back({pid, used, ~0U, ~0U});
+    }
+    start = end + 1;
+  }
+}
+
 void ResetLocked(State& s) {
   s.count = 2;
   s.driver = "550.54.15";
   for (int d = 0; d < kMaxDevices; ++d) Defaults(d, s.devices[d]);
+  ProcessesFromEnvironment(s);
   s.returns.clear();
   s.hang_ms.clear();
   s.last_wait_timeout = 0;
