@@ -99,9 +99,11 @@ void CapProcesses(v1::DeviceTelemetry& d, size_t max) {
 }  // namespace
 
 std::optional<SlurmStep> ParseSlurmCgroup(std::string_view cgroup) {
+  // The first line with a job and a step; else the first with a job (v1 controllers Slurm
+  // constrains only at job level, such as memory without ConstrainRAMSpace per step).
   std::optional<SlurmStep> found;
   ForEachLine(cgroup, [&](std::string_view line) {
-    if (found) return;
+    if (found && !found->step.empty()) return;
     // "hierarchy-ID:controllers:path"; the path may itself hold ':'.
     const size_t first = line.find(':');
     if (first == std::string_view::npos) return;
@@ -121,7 +123,7 @@ std::optional<SlurmStep> ParseSlurmCgroup(std::string_view cgroup) {
       if (i + 1 < parts.size() && parts[i + 1].starts_with("step_") && parts[i + 1].size() > 5) {
         s.step = std::string(parts[i + 1].substr(5));
       }
-      found = std::move(s);
+      if (!found || !s.step.empty()) found = std::move(s);
       return;
     }
   });

@@ -74,6 +74,10 @@ TEST(SlurmCgroup, V1JobAndStepFromTheControllerLines) {
   EXPECT_EQ(ParseSlurmCgroup("3:cpuset:/slurm_node17/uid_0/job_12/step_batch/task_0\n"),
             (SlurmStep{"12", "batch"}))
       << "several slurmd on one host (slurm_<node>)";
+  EXPECT_EQ(ParseSlurmCgroup("5:memory:/slurm/uid_0/job_12\n"
+                             "4:freezer:/slurm/uid_0/job_12/step_3/task_0\n"),
+            (SlurmStep{"12", "3"}))
+      << "a controller at job level does not hide the step another line names";
 }
 
 TEST(SlurmCgroup, V2StepsBatchExternInteractiveAndTheStepdItself) {
