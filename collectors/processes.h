@@ -26,7 +26,7 @@ struct ProcessesOptions {
   // A process's cgroup, user and command are read when it first appears on a device and again
   // after half to all of this long, by pid (they change only at exec or setuid, which a GPU
   // process rarely does).
-  std::chrono::milliseconds reread_after{60'000};
+  std::chrono::milliseconds reread_after{300'000};
 };
 
 // A Slurm job step from one process's /proc/PID/cgroup, cgroup v1
