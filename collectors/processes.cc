@@ -227,13 +227,11 @@ ProcessesCollector::ProcessInfo ProcessesCollector::ReadProcess(uint32_t pid) {
   return info;
 }
 
-ProcessesCollector::AmdgpuClients ProcessesCollector::ScanAmdgpuClients() {
-  AmdgpuClients clients;
+void ProcessesCollector::FindDrmFds() {
+  drm_fds_.clear();
   std::error_code ec;
   std::filesystem::directory_iterator procs(paths_.procfs_root(), ec);
-  if (ec) return clients;
-  std::string target;
-  std::string fdinfo;
+  if (ec) return;
   for (const auto& entry : procs) {
     const std::string pid_name = entry.path().filename().string();
     if (!AllDigits(pid_name)) continue;
@@ -246,24 +244,45 @@ ProcessesCollector::AmdgpuClients ProcessesCollector::ScanAmdgpuClients() {
       }
       continue;
     }
-    // (pdev, client id): two fds of one open DRM file are one client, counted once.
-    std::set<std::pair<std::string, uint64_t>> seen;
     for (const auto& fd : fds) {
       const auto link = std::filesystem::read_symlink(fd.path(), ec);
       if (ec || !link.native().starts_with("/dev/dri/")) continue;
-      const auto info_path = entry.path() / "fdinfo" / fd.path().filename();
+      drm_fds_[static_cast<uint32_t>(*pid)].push_back(fd.path().filename().string());
+    }
+  }
+}
+
+ProcessesCollector::AmdgpuClients ProcessesCollector::ScanAmdgpuClients(
+    std::chrono::steady_clock::time_point now) {
+  // Walking every process's fds is the expensive part (a readlink per fd of every process), so
+  // it is done every fd_rescan_after; the fdinfo of the DRM fds found is read every tick.
+  if (now >= next_fd_scan_) {
+    FindDrmFds();
+    next_fd_scan_ = now + options_.fd_rescan_after;
+  }
+  AmdgpuClients clients;
+  std::string fdinfo;
+  for (auto it = drm_fds_.begin(); it != drm_fds_.end();) {
+    const uint32_t pid = it->first;
+    auto& fds = it->second;
+    // (pdev, client id): two fds of one open DRM file are one client, counted once.
+    std::set<std::pair<std::string, uint64_t>> seen;
+    std::erase_if(fds, [&](const std::string& fd) {
+      const auto info_path = paths_.Proc(std::to_string(pid) + "/fdinfo/" + fd);
       const int error = TryReadTextFile(info_path, fdinfo);
       if (error != 0) {
-        if (error != ENOENT) NoteUnreadable(info_path.string(), error);
-        continue;
+        if (error != ENOENT && error != ESRCH) NoteUnreadable(info_path.string(), error);
+        return error == ENOENT || error == ESRCH;  // closed, or the process exited
       }
       const DrmFdinfo drm = ParseDrmFdinfo(fdinfo);
-      if (drm.driver != "amdgpu" || drm.pdev.empty()) continue;
+      if (drm.driver != "amdgpu" || drm.pdev.empty()) return false;
       // Without a client id (older kernels) every fd counts as its own client.
-      if (drm.client_id && !seen.emplace(drm.pdev, *drm.client_id).second) continue;
-      auto& used = clients[static_cast<uint32_t>(*pid)][drm.pdev];
+      if (drm.client_id && !seen.emplace(drm.pdev, *drm.client_id).second) return false;
+      auto& used = clients[pid][drm.pdev];
       if (drm.vram_bytes) used = used.value_or(0) + *drm.vram_bytes;
-    }
+      return false;
+    });
+    it = fds.empty() ? drm_fds_.erase(it) : std::next(it);
   }
   return clients;
 }
@@ -276,7 +295,7 @@ void ProcessesCollector::Collect(v1::NodeReport& report) {
   }
   // Only amdgpu needs the walk of every process's fds; NVML lists its processes itself.
   if (any_amdgpu) {
-    const AmdgpuClients clients = ScanAmdgpuClients();
+    const AmdgpuClients clients = ScanAmdgpuClients(now);
     for (v1::DeviceTelemetry& d : *report.mutable_devices()) {
       if (d.identity().vendor() != "amd" || d.identity().pci_bus_id().empty()) continue;
       const std::string pdev = Lower(d.identity().pci_bus_id());

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "collectors/collector.h"
 #include "collectors/path_resolver.h"
@@ -27,6 +28,9 @@ struct ProcessesOptions {
   // after half to all of this long, by pid (they change only at exec or setuid, which a GPU
   // process rarely does).
   std::chrono::milliseconds reread_after{300'000};
+  // amdgpu: how often every process's /proc/PID/fd is walked for DRM fds (a process that opens
+  // a GPU is seen within this long); the fdinfo of the fds found is read every tick.
+  std::chrono::milliseconds fd_rescan_after{10'000};
 };
 
 // A Slurm job step from one process's /proc/PID/cgroup, cgroup v1
@@ -71,7 +75,8 @@ class ProcessesCollector final : public Collector {
   // pid -> (pdev -> bytes) of the amdgpu DRM clients in /proc.
   using AmdgpuClients = std::map<uint32_t, std::map<std::string, std::optional<uint64_t>>>;
 
-  AmdgpuClients ScanAmdgpuClients();
+  AmdgpuClients ScanAmdgpuClients(std::chrono::steady_clock::time_point now);
+  void FindDrmFds();  // every process's fds that open /dev/dri/*, into drm_fds_
   ProcessInfo ReadProcess(uint32_t pid);
   std::string UserName(uint32_t uid);
   // Reads one /proc file; false when it could not (vanished: `gone`; EACCES logged once).
@@ -80,9 +85,11 @@ class ProcessesCollector final : public Collector {
 
   PathResolver paths_;
   ProcessesOptions options_;
-  std::unordered_map<uint32_t, std::string> users_;  // uid -> name; names rarely change
-  std::unordered_map<uint32_t, ProcessInfo> known_;  // pids on a device at the last tick
-  uint64_t tick_ = 0;                                // Collect calls so far
+  std::unordered_map<uint32_t, std::string> users_;       // uid -> name; names rarely change
+  std::unordered_map<uint32_t, ProcessInfo> known_;       // pids on a device at the last tick
+  uint64_t tick_ = 0;                                     // Collect calls so far
+  std::map<uint32_t, std::vector<std::string>> drm_fds_;  // pid -> fd names, amdgpu nodes only
+  std::chrono::steady_clock::time_point next_fd_scan_{};
   bool said_unreadable_ = false;
 };
 

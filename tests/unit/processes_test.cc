@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "collectors/nvml_api.h"
@@ -376,6 +377,53 @@ TEST_F(ProcessesCollectorTree, PidThatLeftAndCameBackIsReadAgain) {
   EXPECT_EQ(tick(false), "");
   Write("33002/comm", "llama-server\n");  // a new process with the same pid
   EXPECT_EQ(tick(true), "llama-server");
+}
+
+class AmdgpuTree : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = testing::MakeTempDir("accelmon-amdgpu-procs");
+    fs::copy(kFixtures + "/procs-amdgpu-fdinfo/proc", root_ + "/proc",
+             fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  PathResolver paths() const { return PathResolver(root_ + "/proc", root_ + "/sys"); }
+  std::string root_;
+};
+
+// The amdgpu device of the fixture and what each tick found on it: pid -> used bytes.
+std::map<uint32_t, uint64_t> AmdgpuTick(ProcessesCollector& collector) {
+  v1::NodeReport report;
+  AddDevice(report, "amd", "0000:c1:00.0");
+  collector.Collect(report);
+  std::map<uint32_t, uint64_t> out;
+  for (const auto& p : report.devices(0).processes()) out[p.pid()] = p.used_bytes();
+  return out;
+}
+
+TEST_F(AmdgpuTree, FdinfoIsReadEveryTickAndNewFdsAtTheNextRescan) {
+  ProcessesCollector collector(paths(), {.fd_rescan_after = std::chrono::hours(1)});
+  ASSERT_EQ(AmdgpuTick(collector).size(), 2u);
+  // The fixture's 34001 allocates more VRAM, and 34003 opens the amdgpu GPU too.
+  std::ofstream(root_ + "/proc/34001/fdinfo/3")
+      << "drm-driver:\tamdgpu\ndrm-client-id:\t17\ndrm-pdev:\t0000:c1:00.0\n"
+         "drm-memory-vram:\t2097152 KiB\n";
+  fs::create_symlink("/dev/dri/renderD128", root_ + "/proc/34003/fd/9");
+  std::ofstream(root_ + "/proc/34003/fdinfo/9")
+      << "drm-driver:\tamdgpu\ndrm-client-id:\t40\ndrm-pdev:\t0000:c1:00.0\n"
+         "drm-memory-vram:\t1024 KiB\n";
+  auto found = AmdgpuTick(collector);
+  EXPECT_EQ(found[34001], 2097152 * kKiB) << "a known fd's fdinfo is read every tick";
+  EXPECT_FALSE(found.contains(34003)) << "the fds of every process are walked once an hour here";
+
+  ProcessesCollector rescanning(paths(), {.fd_rescan_after = {}});
+  found = AmdgpuTick(rescanning);
+  EXPECT_EQ(found[34003], 1024 * kKiB);
+  for (const char* fd : {"3", "4"}) {  // 34001 closes its amdgpu client
+    fs::remove(root_ + "/proc/34001/fd/" + fd);
+    fs::remove(root_ + "/proc/34001/fdinfo/" + fd);
+  }
+  EXPECT_FALSE(AmdgpuTick(collector).contains(34001)) << "a closed fd is gone at the next tick";
 }
 
 // ---- NVML's process list through the fake library, as the agent runs it ---------------------
