@@ -38,6 +38,9 @@ section "/metrics render: accelmon vs prometheus-cpp" render \
   gbench "$build/bench/render_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 section "Offline diagnosis: accelmon diagnose" diagnose \
   gbench "$build/bench/diagnose_bench" --benchmark_min_time=0.5
+section "Attribution: the agent cycle with and without 64 Slurm processes" attribution \
+  gbench "$build/bench/attribution_bench" --benchmark_repetitions=12 --benchmark_enable_random_interleaving=true \
+    --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true
 section "Ingest, latency, scale and agent cost: loadgen against a bare gRPC echo server" ingest \
   bash bench/ingest_vs_echo.sh "$build"
 echo "bench/README.md: tables rewritten; commit them with the run's context."

@@ -1,8 +1,11 @@
 #include "collectors/nvml.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <initializer_list>
+#include <map>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -50,6 +53,8 @@ struct NvmlApi {
   decltype(&nvmlDeviceGetNvLinkRemotePciInfo_v2) nvlink_remote_pci = nullptr;
   decltype(&nvmlDeviceGetNvLinkErrorCounter) nvlink_errors = nullptr;
   decltype(&nvmlDeviceGetFieldValues) field_values = nullptr;
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) compute_processes = nullptr;
+  decltype(&nvmlDeviceGetGraphicsRunningProcesses_v3) graphics_processes = nullptr;
   decltype(&nvmlEventSetCreate) event_set_create = nullptr;
   decltype(&nvmlDeviceRegisterEvents) register_events = nullptr;
   decltype(&nvmlEventSetWait_v2) event_set_wait = nullptr;
@@ -101,6 +106,10 @@ NvmlApi ResolveAll(const SharedLibrary& lib) {
   Resolve(lib, a.nvlink_remote_pci, {"nvmlDeviceGetNvLinkRemotePciInfo_v2"});
   Resolve(lib, a.nvlink_errors, {"nvmlDeviceGetNvLinkErrorCounter"});
   Resolve(lib, a.field_values, {"nvmlDeviceGetFieldValues"});
+  // Only _v3 writes the nvmlProcessInfo_t declared here (v1 has no instance ids); a driver
+  // without them lists no processes.
+  Resolve(lib, a.compute_processes, {"nvmlDeviceGetComputeRunningProcesses_v3"});
+  Resolve(lib, a.graphics_processes, {"nvmlDeviceGetGraphicsRunningProcesses_v3"});
   Resolve(lib, a.event_set_create, {"nvmlEventSetCreate"});
   Resolve(lib, a.register_events, {"nvmlDeviceRegisterEvents"});
   // v1 writes a shorter nvmlEventData_t (no instance ids); ours is large enough for both.
@@ -388,6 +397,68 @@ class NvmlCollector final : public Collector {
 
     FillPcie(c, h, d);
     FillNvLinks(c, h, d);
+    FillProcesses(c, h, d);
+  }
+
+  // One of NVML's process lists. The buffer has room for the usual count, so one call is enough;
+  // NVML_ERROR_INSUFFICIENT_SIZE says how many there are, and the call is made again with room
+  // to spare (processes may start in between). False when the list is not available.
+  static bool ListProcesses(DeviceCalls& c, decltype(&nvmlDeviceGetComputeRunningProcesses_v3) fn,
+                            nvmlDevice_t h, std::vector<nvmlProcessInfo_t>& out) {
+    constexpr unsigned kFirstTry = 64;
+    constexpr unsigned kSlack = 8;
+    constexpr unsigned kMaxProcesses = 4096;  // bounds a bad count; the agent caps far below
+    constexpr int kTries = 3;
+    if (c.lost() || fn == nullptr) return false;
+    out.resize(kFirstTry);
+    unsigned count = kFirstTry;
+    nvmlReturn_t r = fn(h, &count, out.data());
+    for (int i = 0; i < kTries && r == NVML_ERROR_INSUFFICIENT_SIZE; ++i) {
+      out.resize(std::min(count + kSlack, kMaxProcesses));
+      count = static_cast<unsigned>(out.size());
+      r = fn(h, &count, out.data());
+    }
+    if (!c.Check(r)) {
+      out.clear();
+      return false;
+    }
+    out.resize(std::min<size_t>(count, out.size()));
+    return true;
+  }
+
+  // The running compute and graphics processes, one entry per pid (a process in both lists
+  // once), ascending, with the memory the driver accounts to it when it can say.
+  void FillProcesses(DeviceCalls& c, nvmlDevice_t h, v1::DeviceTelemetry& d) {
+    std::map<unsigned, std::optional<uint64_t>> used_by_pid;
+    std::vector<nvmlProcessInfo_t> infos;
+    for (const auto fn : {api_.compute_processes, api_.graphics_processes}) {
+      if (!ListProcesses(c, fn, h, infos)) continue;
+      for (const nvmlProcessInfo_t& p : infos) {
+        auto& used = used_by_pid[p.pid];
+        // The same process in both lists is the same memory: the larger report, not the sum.
+        if (p.usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) {
+          used = std::max<uint64_t>(used.value_or(0), p.usedGpuMemory);
+        }
+      }
+    }
+    std::vector<std::pair<unsigned, std::optional<uint64_t>>> list(used_by_pid.begin(),
+                                                                   used_by_pid.end());
+    // Never more than the exporter takes per device (its default limit), even with the
+    // processes collector off: the ones using the most memory. The processes collector caps
+    // further (--processes.max-per-device).
+    constexpr size_t kMaxReported = 256;
+    if (list.size() > kMaxReported) {
+      std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+        return a.second.value_or(0) > b.second.value_or(0);
+      });
+      list.resize(kMaxReported);
+      std::sort(list.begin(), list.end());
+    }
+    for (const auto& [pid, used] : list) {
+      v1::ProcessMemory& p = *d.add_processes();
+      p.set_pid(pid);
+      if (used) p.set_used_bytes(*used);
+    }
   }
 
   void FillPcie(DeviceCalls& c, nvmlDevice_t h, v1::DeviceTelemetry& d) {

@@ -122,6 +122,18 @@ typedef struct nvmlEventData_st {
   unsigned int computeInstanceId;
 } nvmlEventData_t;
 
+// One process using a device (nvmlProcessInfo_v2_t, which API 12 also names nvmlProcessInfo_t;
+// the _v3 process-list functions fill it).
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // bytes, or NVML_VALUE_NOT_AVAILABLE
+  unsigned int gpuInstanceId;        // MIG: the GPU instance, else 0xFFFFFFFF
+  unsigned int computeInstanceId;    // MIG: the compute instance, else 0xFFFFFFFF
+} nvmlProcessInfo_t;
+
+// usedGpuMemory when the driver cannot say (e.g. MIG without privileges, Windows WDDM).
+#define NVML_VALUE_NOT_AVAILABLE (static_cast<unsigned long long>(-1))
+
 // ---- Enums -----------------------------------------------------------------------------------
 typedef enum nvmlEnableState_enum {
   NVML_FEATURE_DISABLED = 0,
@@ -244,6 +256,10 @@ nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int l
                                              unsigned long long* counterValue);
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
                                       nvmlFieldValue_t* values);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_t* infos);
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                      nvmlProcessInfo_t* infos);
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set);
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
                                       nvmlEventSet_t set);
@@ -259,3 +275,4 @@ static_assert(sizeof(nvmlMemory_v2_t) == 40);
 static_assert(nvmlMemory_v2 == 0x02000028U);
 static_assert(sizeof(nvmlFieldValue_t) == 40);
 static_assert(sizeof(nvmlEventData_t) == 32);
+static_assert(sizeof(nvmlProcessInfo_t) == 24);

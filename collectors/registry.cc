@@ -107,8 +107,13 @@ std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& 
                                                                    .scenario = config.sim_scenario,
                                                                    .node = config.node}));
   }
-  // Last: it attaches pushed processes to the devices every other collector found.
+  // Then: it attaches pushed processes to the devices every other collector found.
   if (config.push != nullptr) collectors.push_back(std::make_unique<PushCollector>(*config.push));
+  // After push: it groups every process a device collector listed or a training process pushed.
+  if (config.processes && (config.devices || config.sim_devices > 0)) {
+    collectors.push_back(
+        std::make_unique<ProcessesCollector>(config.paths, config.processes_options));
+  }
   // After every source of processes and holders: a pod's holder takes in its device's processes.
   if (!config.kubelet_socket.empty()) {
     collectors.push_back(std::make_unique<KubeletCollector>(

@@ -12,6 +12,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/path_resolver.h"
+#include "collectors/processes.h"
 #include "collectors/push.h"
 #include "collectors/sim_scenario.h"
 
@@ -35,6 +36,10 @@ struct CollectorConfig {
   // Allocator statistics pushed by training processes; the "push" collector runs last, after
   // every device collector, when set. Must outlive the collectors.
   PushStore* push = nullptr;
+  // Who uses each device (the "processes" collector, after push): on whenever there can be
+  // devices (`devices` or `sim_devices`), unless turned off.
+  bool processes = true;
+  ProcessesOptions processes_options{};  // --processes.max-per-device
   // The kubelet's pod-resources socket (--kubelet.pod-resources-socket); empty: no "kubelet"
   // collector. It runs last: it folds the processes' holders of a device into its pod's.
   std::string kubelet_socket{};

@@ -70,6 +70,23 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
                  "Forget a process that has not pushed for this long (or whose pid is gone)")
       ->check(kDuration)
       ->capture_default_str();
+  // Attribution of devices to processes, users and Slurm jobs (docs/jobs.md).
+  cmd.add_option("--processes.max-per-device", f.processes_max_per_device,
+                 "Report at most this many processes per device, and pids per holder (those "
+                 "using the most device memory, pushing processes first)")
+      ->check(CLI::Range(size_t{1}, size_t{256}))
+      ->capture_default_str();
+  cmd.add_flag_callback(
+         "--collector.processes", [&f] { f.processes = true; },
+         "Who uses each device: NVML and amdgpu processes, their user, command and Slurm job "
+         "from /proc (default: enabled)")
+      ->trigger_on_parse()
+      ->group("Collectors");
+  cmd.add_flag_callback(
+         "--no-collector.processes", [&f] { f.processes = false; },
+         "Do not run the processes collector")
+      ->trigger_on_parse()
+      ->group("Collectors");
   // Kubernetes attribution (docs/jobs.md "Kubernetes").
   cmd.add_option("--kubelet.pod-resources-socket", f.kubelet_socket,
                  "The kubelet's pod-resources socket, to label devices with the pods they are "
@@ -164,6 +181,8 @@ collectors::CollectorConfig MakeCollectorConfig(
       .dcmi_library = f.dcmi_library,
       .device_timeout = *ParseDuration(f.device_timeout),
       .push = push,
+      .processes = f.processes,
+      .processes_options = {.max_per_device = f.processes_max_per_device},
       .kubelet_socket = f.kubelet_socket,
       .kubelet_timeout = *ParseDuration(f.kubelet_timeout)};
 }

@@ -39,6 +39,9 @@ struct CollectorFlags {
   std::string dcmi_library = "libdcmi.so";
   std::string device_timeout = "2s";
   PushFlags push{};
+  // Who uses each device (docs/jobs.md): --no-collector.processes, --processes.max-per-device.
+  bool processes = true;
+  size_t processes_max_per_device = 64;
   // The kubelet's pod-resources API (collectors/kubelet.h); empty: no Kubernetes attribution.
   std::string kubelet_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string kubelet_timeout = "500ms";

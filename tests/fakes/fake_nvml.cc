@@ -13,11 +13,18 @@
 //   nvlink.<l>.tx_kib nvlink.<l>.rx_kib nvlink.<l>.replay .recovery .crc_flit .crc_data.
 // Strings (fake_nvml_set_string): name uuid vbios bus (device), driver (device -1).
 // A missing key answers NVML_ERROR_NOT_SUPPORTED.
+// Processes (fake_nvml_add_process(device, "compute"|"graphics", pid, used_bytes), ~0 = not
+// available; none by default) are listed by the _v3 process functions (not in the legacy build).
+// FAKE_NVML_PROCESSES in the environment adds processes at load and reset (see below).
+// The value processes.appear_between_calls (N) starts N more compute processes (pids 90000+)
+// after each answer that only gave the count, as a process starting between NVML's two calls.
 // fake_nvml_set_return(function, device, code): that function answers `code` for that device
 // (-1: every device); function "*" = every per-device function; "field:<id>" = one field of
 // nvmlDeviceGetFieldValues.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -46,6 +53,8 @@ struct Device {
   std::map<std::string, std::string> strings;
   std::deque<unsigned long long> xids;
   bool xid_registered = false;
+  std::vector<nvmlProcessInfo_t> compute_processes;
+  std::vector<nvmlProcessInfo_t> graphics_processes;
 };
 
 struct State {
@@ -128,10 +137,38 @@ void Defaults(int d, Device& dev) {
   }
 }
 
+// For end-to-end runs of the real binary, which cannot call the control functions:
+// FAKE_NVML_PROCESSES="DEVICE:compute|graphics:PID:BYTES,..." (BYTES "-": not available).
+void ProcessesFromEnvironment(State& s) {
+  const char* env = std::getenv("FAKE_NVML_PROCESSES");
+  if (env == nullptr) return;
+  std::string spec = env;
+  for (size_t start = 0; start < spec.size();) {
+    size_t end = spec.find(',', start);
+    if (end == std::string::npos) end = spec.size();
+    int device = -1;
+    char list[16] = {};
+    unsigned pid = 0;
+    char bytes[32] = {};
+    const std::string entry = spec.substr(start, end - start);
+    if (std::sscanf(entry.c_str(), "%d:%15[a-z]:%u:%31s", &device, list, &pid, bytes) == 4 &&
+        device >= 0 && device < kMaxDevices) {
+      const unsigned long long used = std::strcmp(bytes, "-") == 0
+                                          ? NVML_VALUE_NOT_AVAILABLE
+                                          : std::strtoull(bytes, nullptr, 10);
+      auto& processes = std::strcmp(list, "graphics") == 0 ? s.devices[device].graphics_processes
+                                                           : s.devices[device].compute_processes;
+      processes.push_back({pid, used, ~0U, ~0U});
+    }
+    start = end + 1;
+  }
+}
+
 void ResetLocked(State& s) {
   s.count = 2;
   s.driver = "550.54.15";
   for (int d = 0; d < kMaxDevices; ++d) Defaults(d, s.devices[d]);
+  ProcessesFromEnvironment(s);
   s.returns.clear();
   s.hang_ms.clear();
   s.last_wait_timeout = 0;
@@ -688,6 +725,42 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   return set == &g_event_set ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
+#ifndef FAKE_NVML_LEGACY
+namespace {
+nvmlReturn_t DoProcesses(const char* fn, nvmlDevice_t device, bool compute, unsigned* count,
+                         nvmlProcessInfo_t* infos) {
+  FAKE_ENTER(fn, device);
+  if (count == nullptr || (*count > 0 && infos == nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
+  std::lock_guard lock(S().mu);
+  Device& dev = S().devices[d];
+  auto& list = compute ? dev.compute_processes : dev.graphics_processes;
+  if (*count < list.size()) {
+    *count = static_cast<unsigned>(list.size());
+    const auto appear = dev.values.find("processes.appear_between_calls");
+    if (compute && appear != dev.values.end()) {
+      for (int i = 0; i < static_cast<int>(appear->second); ++i) {
+        list.push_back({static_cast<unsigned>(90000 + list.size()), 1ULL << 20, ~0U, ~0U});
+      }
+    }
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  std::copy(list.begin(), list.end(), infos);
+  *count = static_cast<unsigned>(list.size());
+  return NVML_SUCCESS;
+}
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                     nvmlProcessInfo_t* infos) {
+  return DoProcesses("nvmlDeviceGetComputeRunningProcesses_v3", device, true, infoCount, infos);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
+                                                      nvmlProcessInfo_t* infos) {
+  return DoProcesses("nvmlDeviceGetGraphicsRunningProcesses_v3", device, false, infoCount, infos);
+}
+#endif
+
 // ---- Control, for tests ----------------------------------------------------------------------
 
 void fake_nvml_reset() {
@@ -744,6 +817,17 @@ void fake_nvml_push_xid(int device, unsigned long long xid) {
 void fake_nvml_hang(const char* function_name, int milliseconds) {
   std::lock_guard lock(S().mu);
   S().hang_ms[function_name] = milliseconds;
+}
+
+// A process on `device` in NVML's "compute" or "graphics" list; used_bytes ~0ULL: not available.
+void fake_nvml_add_process(int device, const char* list, unsigned pid,
+                           unsigned long long used_bytes) {
+  std::lock_guard lock(S().mu);
+  if (device < 0 || device >= kMaxDevices) return;
+  Device& dev = S().devices[device];
+  auto& processes =
+      std::strcmp(list, "graphics") == 0 ? dev.graphics_processes : dev.compute_processes;
+  processes.push_back({pid, used_bytes, ~0U, ~0U});
 }
 
 int fake_nvml_init_count() {

@@ -18,6 +18,7 @@ declare -A seeds=(
   [netdev]="host/proc/net/dev"
   [sysfs_values]="host/sys/class/net/ens1f0/speed host/sys/class/infiniband/mlx5_0/ports/1/rate host/sys/class/infiniband/mlx5_0/ports/1/state host/sys/class/thermal/thermal_zone0/temp"
   [sysfs_devices]=""
+  [processes]="procs-slurm-v1/proc/31001/cgroup procs-slurm-v2/proc/32002/cgroup procs-plain/proc/33001/status procs-amdgpu-fdinfo/proc/34001/fdinfo/3 procs-amdgpu-fdinfo/proc/34002/fdinfo/3"
   [recording_reader]=""
 )
 # Fuzzes one target; its output goes to $work/$target.out, printed in order afterwards.

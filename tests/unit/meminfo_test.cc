@@ -89,7 +89,10 @@ TEST(CollectorSet, AFailingCollectorIsNoDataAndTheOthersStillRun) {
 TEST(CreateCollectors, EveryHostCollectorAndSimOnlyWhenAsked) {
   const size_t host = HostCollectors().size();
   EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 0}).size(), host);
-  EXPECT_EQ(CreateCollectors({.paths = PathResolver(), .sim_devices = 8}).size(), host + 1);
+  const auto with_sim = CreateCollectors({.paths = PathResolver(), .sim_devices = 8});
+  ASSERT_EQ(with_sim.size(), host + 2) << "sim, then processes (who uses the devices)";
+  EXPECT_EQ(with_sim[host]->name(), "sim");
+  EXPECT_EQ(with_sim[host + 1]->name(), "processes");
   for (const auto& info : HostCollectors()) {
     const auto collector = CreateHostCollector(info.name, PathResolver());
     ASSERT_NE(collector, nullptr) << info.name;

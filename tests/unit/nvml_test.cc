@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -46,6 +47,8 @@ struct FakeNvml {
     calls_in_flight = lib.Function<int (*)()>("fake_nvml_calls_in_flight");
     last_wait_timeout = lib.Function<unsigned (*)()>("fake_nvml_last_wait_timeout");
     wait_calls = lib.Function<int (*)()>("fake_nvml_wait_calls");
+    add_process = lib.Function<void (*)(int, const char*, unsigned, unsigned long long)>(
+        "fake_nvml_add_process");
   }
   std::string path() const { return lib.path(); }
 
@@ -62,6 +65,7 @@ struct FakeNvml {
   int (*calls_in_flight)() = nullptr;
   unsigned (*last_wait_timeout)() = nullptr;
   int (*wait_calls)() = nullptr;
+  void (*add_process)(int, const char*, unsigned, unsigned long long) = nullptr;
 };
 
 FakeNvml& Current() {
@@ -288,6 +292,91 @@ TEST_F(Nvml, OlderDriverWithoutNewerSymbolsFallsBack) {
   ASSERT_EQ(report.events_size(), 1) << "XIDs through nvmlEventSetWait (v1)";
   EXPECT_EQ(report.events(0).code(), 31u);
   EXPECT_EQ(Current().init_count(), 0) << "the two fakes are separate libraries";
+}
+
+std::vector<std::pair<uint32_t, std::optional<uint64_t>>> Processes(const v1::DeviceTelemetry& d) {
+  std::vector<std::pair<uint32_t, std::optional<uint64_t>>> out;
+  for (const auto& p : d.processes()) {
+    out.emplace_back(p.pid(), p.has_used_bytes() ? std::optional(p.used_bytes()) : std::nullopt);
+  }
+  return out;
+}
+
+TEST_F(Nvml, ListsComputeAndGraphicsProcessesOncePerPidWithTheirMemory) {
+  fake.add_process(0, "compute", 4711, 2ULL << 30);
+  fake.add_process(0, "graphics", 4711, 2ULL << 30);  // both lists: one entry, not twice the bytes
+  fake.add_process(0, "graphics", 900, 64ULL << 20);
+  fake.add_process(0, "compute", 4800, NVML_VALUE_NOT_AVAILABLE);
+  fake.add_process(1, "compute", 5000, 1ULL << 30);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  using P = std::vector<std::pair<uint32_t, std::optional<uint64_t>>>;
+  EXPECT_EQ(Processes(report.devices(0)),
+            (P{{900, 64ULL << 20}, {4711, 2ULL << 30}, {4800, std::nullopt}}))
+      << "ascending by pid; NVML_VALUE_NOT_AVAILABLE leaves used_bytes absent, not 0";
+  EXPECT_EQ(Processes(report.devices(1)), (P{{5000, 1ULL << 30}}));
+  for (const auto& p : report.devices(0).processes()) {
+    EXPECT_TRUE(p.job().empty() && p.user().empty() && !p.has_reserved_bytes())
+        << "NVML knows only the pid and its memory";
+  }
+}
+
+TEST_F(Nvml, DeviceWithoutProcessesListsNone) {
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  EXPECT_TRUE(report.devices(0).processes().empty());
+}
+
+TEST_F(Nvml, ProcessStartingBetweenTheCallsIsStillListed) {
+  // More than the first call has room for: NVML says how many, and one more starts meanwhile.
+  for (unsigned pid = 1000; pid < 1065; ++pid) fake.add_process(0, "compute", pid, 1ULL << 20);
+  fake.set_value(0, "processes.appear_between_calls", 1);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  const auto processes = Processes(report.devices(0));
+  ASSERT_EQ(processes.size(), 66u) << "the retry had room for the one that started in between";
+  EXPECT_EQ(processes.front().first, 1000u);
+  EXPECT_EQ(processes.back().first, 90065u);
+}
+
+TEST_F(Nvml, MoreProcessesThanTheExporterTakesKeepThoseUsingTheMostMemory) {
+  for (unsigned pid = 1; pid <= 300; ++pid) fake.add_process(0, "compute", pid, pid * 1000ULL);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const auto processes = Processes(CollectOnce(*collector).devices(0));
+  ASSERT_EQ(processes.size(), 256u) << "the exporter's default limit per device";
+  EXPECT_EQ(processes.front().first, 45u) << "the 44 smallest are left out";
+  EXPECT_EQ(processes.back().first, 300u);
+}
+
+TEST_F(Nvml, RefusedProcessListLeavesTheOtherList) {
+  fake.add_process(0, "compute", 4711, 1ULL << 30);
+  fake.add_process(0, "graphics", 900, 1ULL << 20);
+  fake.set_return("nvmlDeviceGetComputeRunningProcesses_v3", -1, NVML_ERROR_NO_PERMISSION);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  using P = std::vector<std::pair<uint32_t, std::optional<uint64_t>>>;
+  EXPECT_EQ(Processes(report.devices(0)), (P{{900, 1ULL << 20}}));
+  EXPECT_TRUE(report.devices(0).up()) << "a refused list is not a failed device";
+}
+
+TEST_F(Nvml, DriverWithoutProcessListsReportsNoProcessesAndNoError) {
+  FakeNvml& legacy = Legacy();
+  ASSERT_EQ(legacy.lib.Symbol("nvmlDeviceGetComputeRunningProcesses_v3"), nullptr);
+  ASSERT_EQ(legacy.lib.Symbol("nvmlDeviceGetGraphicsRunningProcesses_v3"), nullptr);
+  legacy.add_process(0, "compute", 4711, 1ULL << 30);
+  auto collector = Create(legacy);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  EXPECT_TRUE(report.devices(0).up());
+  EXPECT_TRUE(report.devices(0).processes().empty());
 }
 
 TEST_F(Nvml, LostGpuIsDownWithOneEventAndTheOthersGoOn) {
