@@ -21,6 +21,24 @@ constexpr double kLargestCachedShare = 0.1;  // the largest cached free block, o
 constexpr double kThermalTauSeconds = 60;
 constexpr double kSlowdownCelsius = 87;
 constexpr double kThermalThrottleFactor = 0.7;  // compute lost while hw_thermal throttles
+constexpr double kStepsPerBusySecond = 100;     // training steps per second at full compute
+constexpr std::string_view kDefaultJob = "sim-job";
+
+// A pod name from its pattern: {job}, {node}, {device}, {rank} replaced.
+std::string PodName(std::string pattern, const std::string& job, const std::string& node,
+                    uint32_t device, uint32_t rank) {
+  const std::pair<std::string_view, std::string> fields[] = {{"{job}", job},
+                                                             {"{node}", node},
+                                                             {"{device}", std::to_string(device)},
+                                                             {"{rank}", std::to_string(rank)}};
+  for (const auto& [key, value] : fields) {
+    for (size_t at = pattern.find(key); at != std::string::npos;
+         at = pattern.find(key, at + value.size())) {
+      pattern.replace(at, key.size(), value);
+    }
+  }
+  return pattern;
+}
 
 // SplitMix64: decorrelates the per-device seeds derived from one seed.
 uint64_t SplitMix(uint64_t x) {
@@ -130,6 +148,7 @@ SimCollector::SimCollector(SimOptions options) : options_(std::move(options)) {
                               .share = Uniform(d.rng, 0.05, 0.15)});
   }
 
+  PlaceJobs();
   if (!options_.scenario) return;
   const Scenario& scenario = *options_.scenario;
   const auto fail = [&](const Fault& f, const std::string& what) {
@@ -157,6 +176,87 @@ SimCollector::SimCollector(SimOptions options) : options_(std::move(options)) {
     if (f.AppliesTo(options_.node)) faults_.push_back(f);
   }
   fault_states_.resize(faults_.size());
+}
+
+void SimCollector::PlaceJobs() {
+  const auto n = static_cast<uint32_t>(devices_.size());
+  if (!options_.scenario || options_.scenario->jobs.empty()) {
+    const auto node_index = static_cast<uint32_t>(std::max(options_.node_index, 0));
+    const auto nodes = static_cast<uint32_t>(std::max(options_.nodes, 1));
+    for (uint32_t i = 0; i < n; ++i) {
+      devices_[i].placement =
+          Placement{.job = options_.job.empty() ? std::string(kDefaultJob) : options_.job,
+                    .user = "sim",
+                    .rank = node_index * n + i,
+                    .world_size = nodes * n};
+    }
+    return;
+  }
+  const Scenario& scenario = *options_.scenario;
+  for (const SimJob& job : scenario.jobs) {
+    const auto fail = [&](const std::string& what) {
+      throw ScenarioError(scenario.path + ":" + std::to_string(job.line) + ": " + what);
+    };
+    std::vector<uint32_t> devices;
+    for (const int d : job.devices) {
+      if (d >= static_cast<int>(n)) {
+        fail("job " + job.id + ": device " + std::to_string(d) +
+             " is out of range: the simulation has " + std::to_string(n) + " device(s)");
+      }
+      devices.push_back(static_cast<uint32_t>(d));
+    }
+    if (job.devices.empty()) {
+      for (uint32_t i = 0; i < n; ++i) devices.push_back(i);
+    }
+    if (!job.OnNode(options_.node)) continue;
+    // Ranks count node by node (in the order of `nodes:`, else the fleet's), device by device.
+    uint32_t node_position = static_cast<uint32_t>(std::max(options_.node_index, 0));
+    uint32_t node_count = static_cast<uint32_t>(std::max(options_.nodes, 1));
+    if (!job.nodes.empty()) {
+      node_position = static_cast<uint32_t>(
+          std::find(job.nodes.begin(), job.nodes.end(), options_.node) - job.nodes.begin());
+      node_count = static_cast<uint32_t>(job.nodes.size());
+    }
+    const auto per_node = static_cast<uint32_t>(devices.size());
+    for (uint32_t k = 0; k < per_node; ++k) {
+      SimDevice& d = devices_[devices[k]];
+      if (d.placement) {
+        fail("job " + job.id + ": device " + std::to_string(devices[k]) + " of node " +
+             (options_.node.empty() ? std::string("(any)") : options_.node) +
+             " is already held by job " + d.placement->job);
+      }
+      const uint32_t rank = node_position * per_node + k;
+      d.placement = Placement{
+          .job = job.id,
+          .pod = job.pod,
+          .pod_name = job.pod ? PodName(job.pod_pattern, job.id, options_.node, devices[k], rank)
+                              : std::string(),
+          .pod_namespace = job.pod ? job.pod_namespace : std::string(),
+          .user = job.user,
+          .rank = rank,
+          .world_size = node_count * per_node};
+    }
+  }
+}
+
+void SimCollector::AddHolder(const Placement& job, uint32_t pid, uint64_t used_bytes,
+                             v1::DeviceTelemetry& out) {
+  auto& holder = *out.add_holders();
+  holder.set_kind(job.pod ? v1::HOLDER_KIND_POD : v1::HOLDER_KIND_SLURM);
+  holder.set_job(job.job);
+  if (job.pod) {
+    holder.set_pod(job.pod_name);
+    holder.set_namespace_(job.pod_namespace);
+    holder.set_container("trainer");
+  } else {
+    holder.set_step("0");
+  }
+  holder.set_user(job.user);
+  holder.add_pids(pid);
+  holder.set_rank(std::to_string(job.rank));
+  holder.set_world_size(job.world_size);
+  holder.set_memory_used_bytes(used_bytes);
+  holder.set_command("python3");
 }
 
 void SimCollector::StartAndEndFaults(v1::NodeReport& report, double elapsed_s) {
@@ -253,6 +353,7 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
         job_ended = true;
         break;
       case FaultKind::kThroughputDrop:
+      case FaultKind::kStraggler:  // a rank of the job slower than the others
         compute_factor *= f->factor;
         break;
       case FaultKind::kLeak:
@@ -302,6 +403,8 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     compute = std::clamp(0.005 + compute_noise / 6, 0.0, 0.01);
     membw = std::clamp(0.005 + membw_noise / 6, 0.0, 0.01);
   }
+  // A device nobody holds idles, as one whose job ended.
+  if (!d.placement) job_ended = true;
   if (job_ended) compute = membw = 0;
   out.mutable_utilization()->set_compute_ratio(compute);
   out.mutable_utilization()->set_memory_bandwidth_ratio(membw);
@@ -343,11 +446,26 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
       !stalled && !job_ended) {
     ++d.alloc_retries;
   }
+  // Training steps advance with the useful work; a restarted process counts from 0 again.
+  if (d.steps_restarts != d.restarts) {
+    d.steps_restarts = d.restarts;
+    d.steps = 0;
+  }
+  if (!stalled && !job_ended) d.steps += kStepsPerBusySecond * compute * dt_s;
   if (!job_ended) {
+    const Placement& job = *d.placement;
+    const uint32_t pid = 10000 + 1000 * index + d.restarts;
     auto& process = *out.add_processes();
-    process.set_pid(10000 + 1000 * index + d.restarts);
-    process.set_job("sim-job");
-    process.set_rank(std::to_string(index));
+    process.set_pid(pid);
+    if (options_.jobs) {
+      process.set_job(job.job);
+      process.set_rank(std::to_string(job.rank));
+      process.set_world_size(job.world_size);
+    }
+    process.set_steps_total(static_cast<uint64_t>(d.steps));
+    process.set_used_bytes(used_b);
+    process.set_command("python3");
+    process.set_user(job.user);
     process.set_reserved_bytes(process_reserved_b);
     process.set_allocated_bytes(allocated_b);
     process.set_active_bytes(allocated_b);
@@ -357,17 +475,10 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     process.set_segments(1 + process_reserved_b / (2ULL << 30));
     process.set_alloc_retries_total(d.alloc_retries);
     process.set_ooms_total(0);
-    // The driver's view of the same process, and who holds the device: the training job's process.
-    process.set_used_bytes(used_b);
-    auto& holder = *out.add_holders();
-    holder.set_kind(v1::HOLDER_KIND_PROCESS);
-    holder.set_job(process.job());
-    holder.set_user("sim");
-    holder.add_pids(process.pid());
-    holder.set_rank(process.rank());
-    holder.set_memory_used_bytes(used_b);
-    holder.set_command("python3");
     DeriveFragmentation(out);
+
+    // The sim is the device and its scheduler at once: it says who holds the device.
+    if (options_.jobs) AddHolder(job, pid, used_b, out);
   }
 
   // Power follows utilization; energy integrates power.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,7 +22,16 @@ struct SimOptions {
   uint64_t seed = 1;
   // Faults to inject (sim_scenario.h); null: a healthy cluster.
   std::shared_ptr<const Scenario> scenario{};
-  std::string node{};  // for faults limited to one node (`node:`)
+  std::string node{};  // for faults and jobs limited to some nodes (`node:`, `nodes:`)
+  // This node's place in the simulated fleet (`simulate --nodes` numbers them), for the default
+  // job's global ranks: rank = node_index * devices + device, world size = nodes * devices.
+  int node_index = 0;
+  int nodes = 1;
+  // The default job's id (when the scenario places no jobs); empty: "sim-job".
+  std::string job{};
+  // False: the devices alone, held by nobody the sim knows of (no holders, no pushed job or rank):
+  // for tests of the attribution sources (kubelet, processes) over simulated devices.
+  bool jobs = true;
 };
 
 // Throws ScenarioError ("FILE:LINE: what") when a fault names a device or link that a simulation
@@ -55,8 +65,21 @@ class SimCollector final : public Collector {
     uint64_t tx = 0;
     uint64_t rx = 0;
   };
+  // The job holding a device (the scenario's jobs, or the default one).
+  struct Placement {
+    std::string job{};
+    bool pod = false;
+    std::string pod_name{};
+    std::string pod_namespace{};
+    std::string user{};
+    uint32_t rank = 0;
+    uint32_t world_size = 0;
+  };
   struct SimDevice {
     std::mt19937_64 rng;
+    std::optional<Placement> placement;  // none: nobody holds the device (it idles)
+    double steps = 0;                    // the job's training steps on this device
+    uint32_t steps_restarts = 0;         // the restart the steps count from
     std::string uuid;
     std::string pci_bus_id;
     double working_set_bytes = 0;  // what the simulated job settles at
@@ -87,6 +110,10 @@ class SimCollector final : public Collector {
             v1::DeviceTelemetry& out);
   // Onset events and job restarts of the faults at this tick; fills active_.
   void StartAndEndFaults(v1::NodeReport& report, double elapsed_s);
+  // Places the scenario's jobs (or the default job) on this node's devices.
+  void PlaceJobs();
+  static void AddHolder(const Placement& job, uint32_t pid, uint64_t used_bytes,
+                        v1::DeviceTelemetry& out);
 
   SimOptions options_;
   std::vector<Fault> faults_;  // the scenario's faults for this node

@@ -17,7 +17,7 @@
 namespace accelmon::collectors {
 namespace {
 
-constexpr std::array<std::pair<FaultKind, std::string_view>, 18> kFaultNames{{
+constexpr std::array<std::pair<FaultKind, std::string_view>, 19> kFaultNames{{
     {FaultKind::kFragmentationCreep, "fragmentation_creep"},
     {FaultKind::kThermalRamp, "thermal_ramp"},
     {FaultKind::kThermalSpike, "thermal_spike"},
@@ -36,6 +36,7 @@ constexpr std::array<std::pair<FaultKind, std::string_view>, 18> kFaultNames{{
     {FaultKind::kDeviceLost, "device_lost"},
     {FaultKind::kFirmware, "firmware"},
     {FaultKind::kOomKill, "oom_kill"},
+    {FaultKind::kStraggler, "straggler"},
 }};
 
 // The parameters each fault takes, besides at, fault, device, node and duration.
@@ -54,6 +55,7 @@ std::set<std::string> ParameterKeys(FaultKind kind) {
     case FaultKind::kLinkDegrade:
       return {"link", "capacity", "traffic"};
     case FaultKind::kThroughputDrop:
+    case FaultKind::kStraggler:
       return {"factor"};
     case FaultKind::kLeak:
       return {"rate"};
@@ -97,6 +99,9 @@ void ApplyDefaults(Fault& f) {
     case FaultKind::kLinkDegrade:
       f.capacity = 0.5;
       f.traffic = 1;
+      break;
+    case FaultKind::kStraggler:
+      f.factor = 0.6;
       break;
     default:
       break;
@@ -258,6 +263,66 @@ Fault ReadFault(const Reader& r, const YAML::Node& node) {
   return f;
 }
 
+SimJob ReadJob(const Reader& r, const YAML::Node& node) {
+  if (!node.IsMap()) r.Fail(node, "a job must be a mapping (id:, kind:, nodes:, devices:, ...)");
+  if (!node["id"]) r.Fail(node, "id is missing (e.g. id: \"4711\")");
+  SimJob job;
+  job.line = node.Mark().line + 1;
+  bool pod_fields = false;
+  for (const auto& kv : node) {
+    const std::string key = r.String(kv.first, "a key");
+    const YAML::Node& value = kv.second;
+    if (key == "id") {
+      job.id = r.String(value, "id");
+      if (job.id.empty()) r.Fail(value, "id is empty");
+    } else if (key == "kind") {
+      const std::string kind = r.String(value, "kind");
+      if (kind != "slurm" && kind != "pod") {
+        r.Fail(value, "kind: \"" + kind + "\" is not slurm or pod");
+      }
+      job.pod = kind == "pod";
+    } else if (key == "nodes") {
+      if (!value.IsSequence() || value.size() == 0) {
+        r.Fail(value, "nodes must be a list of node names");
+      }
+      for (const auto& n : value) {
+        job.nodes.push_back(r.String(n, "nodes[]"));
+        if (job.nodes.back().empty()) r.Fail(n, "a node name is empty");
+      }
+    } else if (key == "devices") {
+      if (value.IsScalar() && value.as<std::string>() == "all") continue;
+      if (!value.IsSequence() || value.size() == 0) {
+        r.Fail(value, "devices must be a list of indexes or \"all\"");
+      }
+      for (const auto& d : value) {
+        const double index = r.Number(d, "devices[]", 0, 1023);
+        if (index != std::floor(index)) r.Fail(d, "a device index must be a whole number");
+        if (std::find(job.devices.begin(), job.devices.end(), static_cast<int>(index)) !=
+            job.devices.end()) {
+          r.Fail(d, "device " + std::to_string(static_cast<int>(index)) + " is listed twice");
+        }
+        job.devices.push_back(static_cast<int>(index));
+      }
+    } else if (key == "user") {
+      job.user = r.String(value, "user");
+      if (job.user.empty()) r.Fail(value, "user is empty");
+    } else if (key == "pod") {
+      job.pod_pattern = r.String(value, "pod");
+      if (job.pod_pattern.empty()) r.Fail(value, "pod is empty");
+      pod_fields = true;
+    } else if (key == "namespace") {
+      job.pod_namespace = r.String(value, "namespace");
+      if (job.pod_namespace.empty()) r.Fail(value, "namespace is empty");
+      pod_fields = true;
+    } else {
+      r.Fail(kv.first, "unknown key \"" + key +
+                           "\" for a job (id, kind, nodes, devices, user, pod, namespace)");
+    }
+  }
+  if (pod_fields && !job.pod) r.Fail(node, "pod and namespace are for kind: pod");
+  return job;
+}
+
 Scenario Read(const YAML::Node& root, const std::string& name) {
   const Reader r(name);
   Scenario scenario;
@@ -266,7 +331,20 @@ Scenario Read(const YAML::Node& root, const std::string& name) {
   if (!root.IsMap()) r.Fail(root, "a scenario must be a mapping with a faults: list");
   for (const auto& kv : root) {
     const std::string key = r.String(kv.first, "a key");
-    if (key != "faults") r.Fail(kv.first, "unknown key \"" + key + "\" (only faults:)");
+    if (key != "faults" && key != "jobs") {
+      r.Fail(kv.first, "unknown key \"" + key + "\" (faults: or jobs:)");
+    }
+  }
+  const YAML::Node jobs = root["jobs"];
+  if (jobs && !jobs.IsNull()) {
+    if (!jobs.IsSequence()) r.Fail(jobs, "jobs must be a list");
+    for (const auto& node : jobs) {
+      SimJob job = ReadJob(r, node);
+      for (const SimJob& other : scenario.jobs) {
+        if (other.id == job.id) r.Fail(node, "job " + job.id + " is listed twice");
+      }
+      scenario.jobs.push_back(std::move(job));
+    }
   }
   const YAML::Node faults = root["faults"];
   if (!faults || faults.IsNull()) return scenario;

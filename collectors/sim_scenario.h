@@ -9,9 +9,19 @@
 //       duration: 20m      # default: until the end (some faults have their own default)
 //       to: 92             # the fault's parameters
 //
+//   jobs:                  # who holds the devices; default: one Slurm job "sim-job" on all
+//     - id: "4711"         # the job id, the same on every node
+//       kind: slurm        # slurm (default) or pod
+//       nodes: [sim-0, sim-1]  # default every node
+//       devices: [0, 1]    # indexes or "all" (default)
+//       user: alice        # default "sim"
+//       pod: "trainer-{node}"  # pods: the name pattern ({job}, {node}, {device}, {rank})
+//       namespace: ml      # pods: default "default"
+//
 // Unknown keys, faults and parameters are errors: a typo must not silently do nothing.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -46,6 +56,7 @@ enum class FaultKind {
   kDeviceLost,
   kFirmware,
   kOomKill,
+  kStraggler,
 };
 
 // The name used in scenario files, e.g. "thermal_ramp".
@@ -58,14 +69,15 @@ struct Fault {
   double duration_s = 0;  // 0: until the end
   int device = 0;         // -1: every device
   std::string node;       // empty: every node
-  // Parameters; which ones a fault reads, and their defaults, are in docs/simulation.md's fault table.
+  // Parameters; which ones a fault reads, and their defaults, are in docs/simulation.md's fault
+  // table.
   double to = 0;        // fragmentation_creep (share), thermal_ramp/spike (celsius)
   double over_s = 600;  // fragmentation_creep, thermal_ramp: how long the ramp takes
   std::string link = "nvlink0";
   double period_s = 30;           // link_flap (30s), link_burst (20s)
   double capacity = 0.5;          // link_degrade
   double traffic = 1;             // link_degrade
-  double factor = 0.3;            // throughput_drop
+  double factor = 0.3;            // throughput_drop (0.3), straggler (0.6)
   double rate = 64 << 20;         // leak, bytes per second
   uint64_t corrected = 0;         // ecc_burst
   uint64_t uncorrected = 1;       // ecc_burst
@@ -80,9 +92,26 @@ struct Fault {
   bool AppliesTo(int device_index) const { return device < 0 || device == device_index; }
 };
 
+// A job placed on simulated devices (the scenario's `jobs:`).
+struct SimJob {
+  int line = 0;
+  std::string id;
+  bool pod = false;                // kind: pod (else slurm)
+  std::vector<std::string> nodes;  // empty: every node
+  std::vector<int> devices;        // empty: every device
+  std::string user = "sim";
+  std::string pod_pattern = "{job}-{node}";
+  std::string pod_namespace = "default";
+
+  bool OnNode(std::string_view node_name) const {
+    return nodes.empty() || std::find(nodes.begin(), nodes.end(), node_name) != nodes.end();
+  }
+};
+
 struct Scenario {
   std::string path;  // names the file in errors
   std::vector<Fault> faults;
+  std::vector<SimJob> jobs;  // empty: the default job on every device
 };
 
 // Reads and checks a scenario file. Throws ScenarioError ("FILE:LINE: what") on any error.

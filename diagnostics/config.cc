@@ -36,7 +36,15 @@ class Parser {
     if (!root.IsMap()) Fail(root, "the config must be a mapping with a `rules` key");
     for (const auto& kv : root) {
       const std::string key = kv.first.as<std::string>();
-      if (key != "rules") Fail(kv.first, "unknown key " + key + " (expected `rules`)");
+      if (key == "first_fault") {
+        ParseSection(kv.second, "first_fault",
+                     {{"enabled", Field::kBool, &config.first_fault.enabled},
+                      {"window", Field::kDuration, &config.first_fault.window_seconds}});
+        continue;
+      }
+      if (key != "rules") {
+        Fail(kv.first, "unknown key " + key + " (expected `rules` or `first_fault`)");
+      }
       if (kv.second.IsNull()) continue;
       if (!kv.second.IsMap()) Fail(kv.second, "rules must be a mapping of rule id to settings");
       for (const auto& rule : kv.second) ParseRule(rule.first, rule.second, config);
@@ -48,8 +56,14 @@ class Parser {
     const std::string id = id_node.as<std::string>();
     const std::vector<Field> fields = FieldsOf(id, c);
     if (fields.empty()) Fail(id_node, "unknown rule " + id + " (see docs/diagnostics.md)");
+    ParseSection(settings, "rules." + id, fields);
+  }
+
+  // A mapping of settings, each one of `fields`.
+  void ParseSection(const YAML::Node& settings, const std::string& name,
+                    const std::vector<Field>& fields) const {
     if (settings.IsNull()) return;
-    if (!settings.IsMap()) Fail(settings, "rules." + id + " must be a mapping");
+    if (!settings.IsMap()) Fail(settings, name + " must be a mapping");
     for (const auto& kv : settings) {
       const std::string key = kv.first.as<std::string>();
       const Field* field = nullptr;
@@ -59,9 +73,9 @@ class Parser {
       if (field == nullptr) {
         std::string known;
         for (const Field& f : fields) known += (known.empty() ? "" : ", ") + std::string(f.key);
-        Fail(kv.first, "unknown setting rules." + id + "." + key + " (known: " + known + ")");
+        Fail(kv.first, "unknown setting " + name + "." + key + " (known: " + known + ")");
       }
-      Set(*field, kv.second, "rules." + id + "." + key);
+      Set(*field, kv.second, name + "." + key);
     }
   }
 
@@ -110,6 +124,14 @@ class Parser {
               {"silent_link_share", F::kRatio, &r.silent_link_share},
               {"memory_kept_share", F::kRatio, &r.memory_kept_share},
               {"for", F::kDuration, &r.for_seconds}};
+    }
+    if (id == "job_straggler") {
+      auto& r = c.job_straggler;
+      return {{"enabled", F::kBool, &r.enabled},
+              {"ratio", F::kRatio, &r.ratio},
+              {"for", F::kDuration, &r.for_seconds},
+              {"min_ranks", F::kCount, &r.min_ranks},
+              {"min_busy_ratio", F::kRatio, &r.min_busy_ratio}};
     }
     if (id == "throughput_drop") {
       auto& r = c.throughput_drop;

@@ -104,6 +104,29 @@ struct JobStallConfig {
   bool operator==(const JobStallConfig&) const = default;
 };
 
+struct JobStragglerConfig {
+  bool enabled = true;
+  // A rank (device, or every device of a node) below this share of the job's median ...
+  double ratio = 0.7;
+  // ... for this long ...
+  double for_seconds = 180;
+  // ... in a job of at least this many ranks (devices) ...
+  uint32_t min_ranks = 4;
+  // ... whose median compute ratio is at least this (an idle or hung job has no straggler).
+  double min_busy_ratio = 0.2;
+
+  bool operator==(const JobStragglerConfig&) const = default;
+};
+
+// Which finding of a job came first: a finding of a job that starts within `window` after
+// another finding of the same job started is marked as its likely consequence.
+struct FirstFaultConfig {
+  bool enabled = true;
+  double window_seconds = 300;
+
+  bool operator==(const FirstFaultConfig&) const = default;
+};
+
 struct ThroughputDropConfig {
   bool enabled = true;
   // Utilization (or link traffic) under this share of the device's own baseline ...
@@ -188,12 +211,14 @@ struct Config {
   LinkDegradedConfig link_degraded;
   LinkFlappingConfig link_flapping;
   JobStallConfig job_stall;
+  JobStragglerConfig job_straggler;
   ThroughputDropConfig throughput_drop;
   MemoryLeakConfig memory_leak;
   EccErrorsConfig ecc_errors;
   XidErrorConfig xid_error;
   FirmwareBelowMinimumConfig firmware_below_minimum;
   DeviceLostConfig device_lost;
+  FirstFaultConfig first_fault;  // not a rule: `first_fault:` beside `rules:` in the file
 
   bool operator==(const Config&) const = default;
 };

@@ -9,6 +9,39 @@ namespace {
 
 int SeverityRank(std::string_view severity) { return severity == kCritical ? 2 : 1; }
 
+// How far before the report that opens it a finding may say it started (the longest `for` or
+// trend window of the rules is well under this): openings older than this and the first-fault
+// window are of no use any more.
+constexpr int64_t kLongestBackdateNs = int64_t{3600} * 1'000'000'000;
+// At most this many openings are kept per job (a storm of findings must not grow it unbounded).
+constexpr size_t kMaxOpeningsPerJob = 256;
+
+// "RULE on NODE device D", "RULE on NODE": how consequence_of names a finding.
+std::string NameOf(const v1::Finding& f) {
+  std::string name = f.rule() + " on " + f.node();
+  if (!f.device().empty()) name += " device " + f.device();
+  return name;
+}
+
+void FillFinding(v1::Finding& f, std::string_view rule, std::string_view node,
+                 const Subject& subject, Raised& raised, int64_t now_ns) {
+  f.set_rule(std::string(rule));
+  f.set_severity(std::string(raised.severity));
+  f.set_node(std::string(node));
+  f.set_device(subject.device);
+  f.set_device_uuid(subject.device_uuid);
+  f.set_link(subject.link);
+  *f.mutable_start() = TimestampFromNanos(std::min(raised.start_ns.value_or(now_ns), now_ns));
+  f.set_summary(std::move(raised.summary));
+  for (v1::Evidence& e : raised.evidence) *f.add_evidence() = std::move(e);
+  f.set_plot(std::string(raised.plot));
+}
+
+std::string KeyOf(const Subject& s) {
+  if (!s.device_uuid.empty()) return s.device_uuid;
+  return s.device.empty() ? std::string() : "#" + s.device;
+}
+
 }  // namespace
 
 // A finding's identity on its node: which rule, which subject.
@@ -20,10 +53,31 @@ struct Engine::NodeState {
     std::string device_key;  // to tell whether its device is in a report
     bool raised = false;     // in the report being processed
   };
-  std::vector<std::unique_ptr<Rule>> rules;  // parallel to Engine::rules_
+  std::vector<std::unique_ptr<Rule>> rules;  // parallel to Engine::rules_; null: a job rule only
   std::map<FindingKey, Open> open;
   int64_t last_ns = 0;
   bool seen = false;
+  std::vector<std::string> jobs;  // held by a device in the node's last report with devices
+};
+
+// A job's findings' identity: which rule, on which node, which subject.
+using JobFindingKey = std::tuple<size_t, std::string, std::string, std::string>;
+
+struct Engine::JobState {
+  struct Open {
+    v1::Finding finding;
+    bool raised = false;
+  };
+  std::vector<std::unique_ptr<JobRule>> rules;  // parallel to Engine::job_rules_
+  std::map<JobFindingKey, Open> open;
+  std::set<std::string, std::less<>> nodes;  // where the job is now
+};
+
+// A finding of a job that opened: what a later one may follow from.
+struct Engine::Opening {
+  int64_t start_ns = 0;
+  std::string name;            // NameOf
+  std::string consequence_of;  // its own first fault, when it is a consequence itself
 };
 
 class Engine::Context final : public RuleContext {
@@ -47,16 +101,13 @@ class Engine::Context final : public RuleContext {
     v1::Finding& f = open.finding;
     if (inserted) {
       open.device_key = key;
-      f.set_rule(std::string(engine_.rules_[rule_]->id));
-      f.set_severity(std::string(raised.severity));
-      f.set_node(report_.node());
-      f.set_device(subject.device);
-      f.set_device_uuid(subject.device_uuid);
-      f.set_link(subject.link);
-      *f.mutable_start() = TimestampFromNanos(std::min(raised.start_ns.value_or(now_ns_), now_ns_));
-      f.set_summary(std::move(raised.summary));
-      for (v1::Evidence& e : raised.evidence) *f.add_evidence() = std::move(e);
-      f.set_plot(std::string(raised.plot));
+      FillFinding(f, engine_.rules_[rule_]->id, report_.node(), subject, raised, now_ns_);
+      if (!key.empty()) {
+        for (const v1::DeviceTelemetry& d : report_.devices()) {
+          if (DeviceKey(d) == key) f.set_job(std::string(DeviceJob(d)));
+        }
+      }
+      engine_.NoteOpening(f, now_ns_);
       ++engine_.stats_.opened;
       if (engine_.listener_) engine_.listener_(Change::kOpened, f);
     } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
@@ -71,11 +122,6 @@ class Engine::Context final : public RuleContext {
   }
 
  private:
-  static std::string KeyOf(const Subject& s) {
-    if (!s.device_uuid.empty()) return s.device_uuid;
-    return s.device.empty() ? std::string() : "#" + s.device;
-  }
-
   Engine& engine_;
   NodeState& state_;
   const v1::NodeReport& report_;
@@ -83,6 +129,48 @@ class Engine::Context final : public RuleContext {
   const double interval_s_;
   size_t rule_ = 0;
 };
+
+class Engine::JobContext final : public JobRuleContext {
+ public:
+  JobContext(Engine& engine, JobState& state, const JobSlice& slice)
+      : engine_(engine), state_(state), slice_(slice) {}
+
+  void set_rule(size_t rule) { rule_ = rule; }
+
+  const Config& config() const override { return engine_.config_; }
+
+  void Raise(std::string_view node, const Subject& subject, Raised raised) override {
+    auto [it, inserted] = state_.open.try_emplace(
+        JobFindingKey{rule_, std::string(node), KeyOf(subject), subject.link}, JobState::Open{});
+    JobState::Open& open = it->second;
+    open.raised = true;
+    v1::Finding& f = open.finding;
+    if (inserted) {
+      FillFinding(f, engine_.job_rules_[rule_]->id, node, subject, raised, slice_.now_ns);
+      f.set_job(std::string(slice_.job));
+      engine_.NoteOpening(f, slice_.now_ns);
+      ++engine_.stats_.opened;
+      if (engine_.listener_) engine_.listener_(Change::kOpened, f);
+    } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
+      f.set_severity(std::string(raised.severity));
+      f.set_summary(std::move(raised.summary));
+      if (engine_.listener_) engine_.listener_(Change::kEscalated, f);
+    }
+  }
+
+ private:
+  Engine& engine_;
+  JobState& state_;
+  const JobSlice& slice_;
+  size_t rule_ = 0;
+};
+
+std::string_view DeviceJob(const v1::DeviceTelemetry& device) {
+  for (const v1::DeviceHolder& h : device.holders()) {
+    if (!h.job().empty()) return h.job();
+  }
+  return {};
+}
 
 Subject DeviceSubject(const v1::DeviceTelemetry& device, std::string_view link) {
   return Subject{.device = std::to_string(device.identity().index()),
@@ -112,7 +200,9 @@ v1::Evidence TextEvidence(std::string_view name, std::string_view text) {
 
 Engine::Engine(Config config, std::span<const RuleDefinition> rules) : config_(std::move(config)) {
   for (const RuleDefinition& rule : rules) {
-    if (rule.enabled(config_)) rules_.push_back(&rule);
+    if (!rule.enabled(config_)) continue;
+    rules_.push_back(&rule);
+    if (rule.make_job != nullptr) job_rules_.push_back(&rule);
   }
 }
 
@@ -129,7 +219,9 @@ void Engine::Process(const v1::NodeReport& report) {
   auto it = nodes_.find(report.node());
   if (it == nodes_.end()) {
     auto state = std::make_unique<NodeState>();
-    for (const RuleDefinition* rule : rules_) state->rules.push_back(rule->make(config_));
+    for (const RuleDefinition* rule : rules_) {
+      state->rules.push_back(rule->make != nullptr ? rule->make(config_) : nullptr);
+    }
     it = nodes_.emplace(report.node(), std::move(state)).first;
   }
   NodeState& state = *it->second;
@@ -145,6 +237,7 @@ void Engine::Process(const v1::NodeReport& report) {
   for (auto& [key, open] : state.open) open.raised = false;
   Context context(*this, state, report, now_ns, interval_s);
   for (size_t i = 0; i < state.rules.size(); ++i) {
+    if (!state.rules[i]) continue;
     context.set_rule(i);
     state.rules[i]->Observe(report, context);
   }
@@ -164,11 +257,94 @@ void Engine::Process(const v1::NodeReport& report) {
     if (listener_) listener_(Change::kClosed, open->second.finding);
     open = state.open.erase(open);
   }
+
+  // The job rules, over each job this report's devices hold and each job that left the node. A
+  // report without devices (its device collector failed this tick) says nothing about jobs.
+  if (job_rules_.empty() || report.devices().empty()) return;
+  std::map<std::string, std::vector<const v1::DeviceTelemetry*>, std::less<>> by_job;
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    const std::string_view job = DeviceJob(d);
+    if (job.empty()) continue;
+    auto slot = by_job.find(job);
+    if (slot == by_job.end()) slot = by_job.try_emplace(std::string(job)).first;
+    slot->second.push_back(&d);
+  }
+  for (const std::string& job : state.jobs) by_job.try_emplace(job);
+  state.jobs.clear();
+  for (auto& [job, devices] : by_job) {
+    if (!devices.empty()) state.jobs.push_back(job);
+    ProcessJob(JobSlice{
+        .job = job, .node = report.node(), .now_ns = now_ns, .devices = std::move(devices)});
+  }
+}
+
+void Engine::ProcessJob(const JobSlice& slice) {
+  auto it = jobs_.find(slice.job);
+  if (it == jobs_.end()) {
+    if (slice.devices.empty()) return;
+    auto state = std::make_unique<JobState>();
+    for (const RuleDefinition* rule : job_rules_) state->rules.push_back(rule->make_job(config_));
+    it = jobs_.emplace(std::string(slice.job), std::move(state)).first;
+  }
+  JobState& job = *it->second;
+  if (slice.devices.empty()) {
+    if (auto node = job.nodes.find(slice.node); node != job.nodes.end()) job.nodes.erase(node);
+  } else if (job.nodes.find(slice.node) == job.nodes.end()) {
+    job.nodes.emplace(slice.node);
+  }
+  for (auto& [key, open] : job.open) open.raised = false;
+  JobContext context(*this, job, slice);
+  for (size_t i = 0; i < job.rules.size(); ++i) {
+    context.set_rule(i);
+    job.rules[i]->Observe(slice, context);
+  }
+  const bool gone = job.nodes.empty();  // on no node any more: all it had ends
+  for (auto open = job.open.begin(); open != job.open.end();) {
+    if (open->second.raised && !gone) {
+      ++open;
+      continue;
+    }
+    v1::Finding& f = open->second.finding;
+    *f.mutable_end() = TimestampFromNanos(std::max(slice.now_ns, ToNanos(f.start())));
+    ++stats_.closed;
+    if (listener_) listener_(Change::kClosed, f);
+    open = job.open.erase(open);
+  }
+  if (gone) jobs_.erase(it);
+}
+
+void Engine::NoteOpening(v1::Finding& finding, int64_t now_ns) {
+  if (finding.job().empty() || !config_.first_fault.enabled) return;
+  const auto window_ns = static_cast<int64_t>(config_.first_fault.window_seconds * 1e9);
+  const int64_t forget_before = now_ns - window_ns - kLongestBackdateNs;
+  for (auto it = openings_.begin(); it != openings_.end();) {
+    std::erase_if(it->second, [&](const Opening& o) { return o.start_ns < forget_before; });
+    it = it->second.empty() ? openings_.erase(it) : std::next(it);
+  }
+  std::vector<Opening>& openings = openings_[finding.job()];
+  const int64_t start = ToNanos(finding.start());
+  const Opening* first = nullptr;
+  for (const Opening& o : openings) {
+    if (o.start_ns <= start && start - o.start_ns <= window_ns &&
+        (first == nullptr || o.start_ns < first->start_ns)) {
+      first = &o;
+    }
+  }
+  // A consequence of a consequence follows from the same first fault.
+  if (first != nullptr) {
+    finding.set_consequence_of(first->consequence_of.empty() ? first->name : first->consequence_of);
+  }
+  if (openings.size() >= kMaxOpeningsPerJob) openings.erase(openings.begin());
+  openings.push_back(Opening{
+      .start_ns = start, .name = NameOf(finding), .consequence_of = finding.consequence_of()});
 }
 
 std::vector<v1::Finding> Engine::OpenFindings() const {
   std::vector<v1::Finding> out;
   for (const auto& [node, state] : nodes_) {
+    for (const auto& [key, open] : state->open) out.push_back(open.finding);
+  }
+  for (const auto& [job, state] : jobs_) {
     for (const auto& [key, open] : state->open) out.push_back(open.finding);
   }
   std::stable_sort(out.begin(), out.end(), [](const v1::Finding& a, const v1::Finding& b) {
@@ -187,7 +363,13 @@ void Engine::ForgetNode(const std::string& node, int64_t now_ns) {
     ++stats_.closed;
     if (listener_) listener_(Change::kClosed, open.finding);
   }
+  // Its jobs leave it (`node` may name the entry erased here: copied first).
+  const std::string name = node;
+  const std::vector<std::string> jobs = std::move(it->second->jobs);
   nodes_.erase(it);
+  for (const std::string& job : jobs) {
+    ProcessJob(JobSlice{.job = job, .node = name, .now_ns = now_ns, .devices = {}});
+  }
 }
 
 }  // namespace accelmon::diagnostics

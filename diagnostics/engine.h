@@ -1,6 +1,10 @@
 // The diagnostics engine: runs every enabled rule over a stream of reports and keeps the
-// findings they raise. The same engine runs online in the exporter (one report at a time as they
-// are applied) and offline in `accelmon diagnose` (over a recording or JSON Lines).
+// findings they raise. Node rules see one node; job rules see one job across its nodes (rule.h).
+// A device finding carries the device's job; a finding of a job that opens within
+// `first_fault.window` after another finding of the same job started names that first fault in
+// `consequence_of` (docs/diagnostics.md, "First fault"). The same engine runs online in the
+// exporter (one report at a time as they are applied) and offline in `accelmon diagnose` (over a
+// recording or JSON Lines).
 //
 // Not thread-safe: the exporter serialises calls (daemon/exporter/diagnostics_service.h).
 #pragma once
@@ -58,11 +62,22 @@ class Engine {
 
  private:
   struct NodeState;
+  struct JobState;
+  struct Opening;
   class Context;
+  class JobContext;
+
+  // Runs the job rules over one node's slice of `job`; drops the job once it is on no node.
+  void ProcessJob(const JobSlice& slice);
+  // Sets `finding.consequence_of` from the job's recent openings and records this one.
+  void NoteOpening(v1::Finding& finding, int64_t now_ns);
 
   Config config_;
-  std::vector<const RuleDefinition*> rules_;  // enabled ones
+  std::vector<const RuleDefinition*> rules_;      // enabled ones
+  std::vector<const RuleDefinition*> job_rules_;  // enabled ones with a job part
   std::map<std::string, std::unique_ptr<NodeState>, std::less<>> nodes_;
+  std::map<std::string, std::unique_ptr<JobState>, std::less<>> jobs_;
+  std::map<std::string, std::vector<Opening>, std::less<>> openings_;  // by job
   FindingListener listener_;
   EngineStats stats_;
 };

@@ -1,11 +1,18 @@
 // The contract between the diagnostics engine and its rules.
 //
-// A rule instance belongs to one node and sees that node's reports in time order. On every report
-// it Raises each finding that holds now; the engine opens what was not open and closes what was
-// open but not raised again (unless the finding's device is missing from the report: a device
+// A node rule instance belongs to one node and sees that node's reports in time order. On every
+// report it Raises each finding that holds now; the engine opens what was not open and closes what
+// was open but not raised again (unless the finding's device is missing from the report: a device
 // collector that failed one tick must not close and reopen everything). Rules are deterministic:
 // they read only the reports (never the wall clock), so the exporter online and `accelmon
 // diagnose` offline find the same things in the same reports.
+//
+// A job rule instance belongs to one job (a device's job: its first holder with a non-empty job)
+// and sees, report by report and whichever node they come from, that job's devices in each
+// node's report (JobSlice). It keeps its own state per node and raises every finding of the job
+// that holds now, on whichever node; the engine closes the job's findings not raised again. Its
+// view of the job is the latest report of each of its nodes: the same reports in the same order
+// give the same findings, however the nodes interleave.
 #pragma once
 
 #include <cstdint>
@@ -78,10 +85,41 @@ class Rule {
   virtual void Observe(const v1::NodeReport& report, RuleContext& context) = 0;
 };
 
+// The job of a device: its first holder with a non-empty job; empty when none has one.
+std::string_view DeviceJob(const v1::DeviceTelemetry& device);
+
+// One job's devices in one node's report.
+struct JobSlice {
+  std::string_view job;
+  std::string_view node;
+  int64_t now_ns = 0;  // the report's timestamp
+  // The job's devices in the report; empty when the job left the node (no device holds it any
+  // more, or the node went away).
+  std::vector<const v1::DeviceTelemetry*> devices;
+};
+
+// The engine, as a job rule sees it while observing one slice.
+class JobRuleContext {
+ public:
+  virtual ~JobRuleContext() = default;
+  virtual const Config& config() const = 0;
+  // This rule's finding of this job on `subject` of `node` holds now (as RuleContext::Raise).
+  virtual void Raise(std::string_view node, const Subject& subject, Raised raised) = 0;
+};
+
+class JobRule {
+ public:
+  virtual ~JobRule() = default;
+  // Observes the job's devices in one node's report, and raises every finding of the job that
+  // holds now, on any of its nodes.
+  virtual void Observe(const JobSlice& slice, JobRuleContext& context) = 0;
+};
+
 struct RuleDefinition {
-  std::string_view id;  // lower snake case, the `rule` label
-  std::unique_ptr<Rule> (*make)(const Config&);
+  std::string_view id;                           // lower snake case, the `rule` label
+  std::unique_ptr<Rule> (*make)(const Config&);  // per node; null: the rule is a job rule only
   bool (*enabled)(const Config&);
+  std::unique_ptr<JobRule> (*make_job)(const Config&) = nullptr;  // per job; null: none
 };
 
 // Every rule, in the order of docs/diagnostics.md.

@@ -194,6 +194,12 @@ std::string InputLine(const InputSummary& in) {
     s += "; " + Plural(in.out_of_order, "report", "reports") +
          " skipped (not newer than their node's previous)";
   }
+  if (!in.job.empty()) {
+    std::string nodes;
+    for (const std::string& n : in.job_nodes) nodes += (nodes.empty() ? "" : ", ") + n;
+    s += "\njob " + in.job + ": " + Plural(in.job_devices, "device", "devices") + " on " +
+         Plural(in.job_nodes.size(), "node", "nodes") + (nodes.empty() ? "" : " (" + nodes + ")");
+  }
   return s;
 }
 
@@ -375,6 +381,14 @@ void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
     std::snprintf(severity, sizeof severity, "%-8s", Upper(f.severity()).c_str());
     out << FormatRfc3339(ToNanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
         << Subject(f) << "  " << f.summary() << '\n';
+    // The job, unless the evidence says it already.
+    const bool job_in_evidence = std::any_of(
+        f.evidence().begin(), f.evidence().end(),
+        [&](const v1::Evidence& e) { return e.name() == "job" && e.text() == f.job(); });
+    if (!f.job().empty() && !job_in_evidence) out << "    job: " << f.job() << '\n';
+    if (!f.consequence_of().empty()) {
+      out << "    likely a consequence of " << f.consequence_of() << '\n';
+    }
     for (const v1::Evidence& e : f.evidence()) out << "    " << EvidenceText(e) << '\n';
     if (f.has_end()) {
       const int64_t start = ToNanos(f.start());
@@ -397,14 +411,23 @@ void WriteJson(std::ostream& out, std::span<const v1::Finding> findings,
       << ", \"nodes\": " << input.nodes << ", \"first\": " << JsonTime(input.first_ns)
       << ", \"last\": " << JsonTime(input.last_ns) << ", \"damage\": " << input.damaged_regions
       << ", \"damaged_bytes\": " << input.damaged_bytes
-      << ", \"out_of_order\": " << input.out_of_order << "},\n \"findings\": [";
+      << ", \"out_of_order\": " << input.out_of_order;
+  if (!input.job.empty()) {
+    out << ", \"job\": {\"id\": " << JsonString(input.job) << ", \"nodes\": [";
+    for (size_t i = 0; i < input.job_nodes.size(); ++i) {
+      out << (i == 0 ? "" : ", ") << JsonString(input.job_nodes[i]);
+    }
+    out << "], \"devices\": " << input.job_devices << '}';
+  }
+  out << "},\n \"findings\": [";
   bool first = true;
   for (const v1::Finding& f : findings) {
     out << (first ? "\n  " : ",\n  ");
     first = false;
     out << "{\"rule\": " << JsonString(f.rule()) << ", \"severity\": " << JsonString(f.severity())
         << ", \"node\": " << JsonString(f.node()) << ", \"device\": " << JsonString(f.device())
-        << ", \"link\": " << JsonString(f.link())
+        << ", \"link\": " << JsonString(f.link()) << ", \"job\": " << JsonString(f.job())
+        << ", \"consequence_of\": " << JsonString(f.consequence_of())
         << ", \"start\": " << JsonString(FormatRfc3339(ToNanos(f.start()))) << ", \"end\": "
         << (f.has_end() ? JsonString(FormatRfc3339(ToNanos(f.end()))) : std::string("null"))
         << ", \"summary\": " << JsonString(f.summary()) << ", \"evidence\": [";

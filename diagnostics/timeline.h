@@ -5,9 +5,12 @@
 // then node, rule, device and link). Times are RFC 3339 in UTC with milliseconds
 // ("2026-12-02T03:14:07.000Z").
 //
-// JSON: {"input": {...}, "findings": [{"rule", "severity", "node", "device", "link", "start",
-// "end", "summary", "evidence"}]}. "device" and "link" are always there, "" when the finding is
-// not about a device or a link; "end" is null while the finding is open; each evidence is
+// JSON: {"input": {...}, "findings": [{"rule", "severity", "node", "device", "link", "job",
+// "consequence_of", "start", "end", "summary", "evidence"}]}. "device", "link", "job" and
+// "consequence_of" are always there, "" when the finding is not about a device, a link or a job,
+// or is no likely consequence of an earlier finding of its job; with --job, "input" has
+// "job": {"id", "nodes": [...], "devices"}; "end" is null while the finding is open; each evidence
+// is
 // {"name", "value", "unit"} when numeric (plus "text" when it carries a note) or
 // {"name", "text"}. A value that is not finite is null.
 #pragma once
@@ -34,6 +37,10 @@ struct InputSummary {
   uint64_t damaged_regions = 0;
   uint64_t damaged_bytes = 0;
   uint64_t out_of_order = 0;  // reports the engine skipped
+  // `diagnose --job`: the job, the nodes where a device held it, and how many devices did.
+  std::string job{};
+  std::vector<std::string> job_nodes{};
+  uint64_t job_devices = 0;
 };
 
 void WriteText(std::ostream& out, std::span<const v1::Finding> findings, const InputSummary& input);

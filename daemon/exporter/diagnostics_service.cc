@@ -200,7 +200,7 @@ void DiagnosticsService::SwapSnapshotLocked(bool findings_changed) {
     // Built before taking the snapshot lock: scrapes wait for a pointer swap at most.
     fresh = std::make_shared<FindingsSnapshot>();
     for (const v1::Finding& f : engine_->OpenFindings()) {
-      fresh->active.push_back({f.rule(), f.node(), f.device(), f.link(), f.severity()});
+      fresh->active.push_back({f.rule(), f.node(), f.device(), f.link(), f.severity(), f.job()});
     }
     fresh->opened = opened_;
   }

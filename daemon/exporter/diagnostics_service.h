@@ -81,6 +81,7 @@ class Watcher {
 struct DiagnosticsMetrics {
   struct Active {
     std::string rule, node, device, link, severity;
+    std::string job{};  // the device's job, or the job of a job-wide finding; "" when none
   };
   bool enabled = false;
   std::vector<Active> active;

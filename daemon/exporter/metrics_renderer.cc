@@ -830,8 +830,9 @@ void EmitDiagnostics(const DiagnosticsMetrics& d, MetricSink& s) {
   // The contract with the alerting rules: names and label sets must not change.
   const size_t active = s.Family(
       "accelmon_diagnosis_active",
-      "A diagnostics finding open now; always 1 (docs/diagnostics.md). device and link are empty "
-      "when the finding is not about one.",
+      "A diagnostics finding open now; always 1 (docs/diagnostics.md). device, link and job_id "
+      "are empty when the finding is not about one (job_id: the device's job, or the job of a "
+      "job-wide finding).",
       kGauge);
   for (const DiagnosticsMetrics::Active& a : d.active) {
     Add(s, active,
@@ -839,7 +840,9 @@ void EmitDiagnostics(const DiagnosticsMetrics& d, MetricSink& s) {
          {"node", a.node},
          {"device", a.device},
          {"link", a.link},
-         {"severity", a.severity}},
+         {"severity", a.severity},
+         // job_id, not job: Prometheus attaches its own `job` (the scrape job) to every series.
+         {"job_id", a.job}},
         1);
   }
   const size_t findings = s.Family(

@@ -140,10 +140,19 @@ int Diagnose(const DiagnoseOptions& o) {
   Progress progress("diagnose", reader->bytes_total());
   diagnostics::InputSummary summary{.input = o.input};
   std::set<std::string, std::less<>> nodes;
+  std::set<std::string, std::less<>> job_nodes;
+  std::set<std::pair<std::string, std::string>> job_devices;  // node, device key
   size_t damage_printed = 0;
   while (const v1::NodeReport* report = reader->Next()) {
     engine.Process(*report);
     if (nodes.find(report->node()) == nodes.end()) nodes.insert(report->node());
+    if (!o.job.empty()) {
+      for (const v1::DeviceTelemetry& d : report->devices()) {
+        if (diagnostics::DeviceJob(d) != o.job) continue;
+        if (job_nodes.find(report->node()) == job_nodes.end()) job_nodes.insert(report->node());
+        job_devices.emplace(report->node(), diagnostics::DeviceKey(d));
+      }
+    }
     const int64_t t = ToNanos(report->timestamp());
     if (!summary.first_ns || t < *summary.first_ns) summary.first_ns = t;
     if (!summary.last_ns || t > *summary.last_ns) summary.last_ns = t;
@@ -163,6 +172,16 @@ int Diagnose(const DiagnoseOptions& o) {
   }
 
   for (v1::Finding& f : engine.OpenFindings()) findings.push_back(std::move(f));
+  if (!o.job.empty()) {
+    std::erase_if(findings, [&](const v1::Finding& f) { return f.job() != o.job; });
+    summary.job = o.job;
+    summary.job_nodes.assign(job_nodes.begin(), job_nodes.end());
+    summary.job_devices = job_devices.size();
+    if (job_nodes.empty()) {
+      std::fprintf(stderr, "accelmon: note: no device in %s was held by job %s\n", o.input.c_str(),
+                   o.job.c_str());
+    }
+  }
   diagnostics::SortFindings(findings);
   summary.reports = read.reports;
   summary.nodes = nodes.size();
@@ -226,6 +245,9 @@ void AddDiagnoseCommand(CLI::App& app, DiagnoseCommand& c) {
       ->add_option("--rules", c.options.rules,
                    "Run only these rules (comma-separated ids, e.g. link_down,job_stall)")
       ->delimiter(',');
+  c.app->add_option("--job", c.options.job,
+                    "Only this job's findings: its timeline across nodes (the job id of the "
+                    "devices' holders: Slurm job id, or the pushed job id)");
 }
 
 std::optional<int> RunDiagnoseCommand(DiagnoseCommand& c) {

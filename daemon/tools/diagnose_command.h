@@ -29,6 +29,7 @@ struct DiagnoseOptions {
   std::string format = "text";       // text, json, html
   std::string output = "-";          // "-": standard output
   std::vector<std::string> rules{};  // only these rule ids; empty: every enabled rule
+  std::string job{};                 // only this job's findings (its timeline across nodes)
 };
 
 // What the command line said; filled in by CLI11 while parsing.

@@ -107,7 +107,12 @@ void SetLinksPerDevice(v1::NodeReport& report, int links) {
 std::vector<std::string> BuildReportBodies(const std::string& node, const LoadgenOptions& options,
                                            int64_t start_ns) {
   collectors::SimCollector sim(
-      collectors::SimOptions{.devices = options.devices, .seed = collectors::SimSeedForNode(node)});
+      collectors::SimOptions{.devices = options.devices,
+                             .seed = collectors::SimSeedForNode(node),
+                             .node = node,
+                             // A job per node, as a fleet of many small jobs: one job across
+                             // thousands of generated nodes would be a load no fleet has.
+                             .job = "loadgen-" + node});
   // A new instance each run, as an agent restart has: its sequences start again at 1.
   const std::string instance = NewAgentInstanceId();
   const int64_t step_ns =

@@ -116,8 +116,7 @@ void AddSimulateCommand(CLI::App& app, SimulateCommand& c) {
   c.app->add_option("--sim", c.devices, "Simulated devices per node")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  c.app->add_option("--scenario", c.scenario,
-                    "YAML file of faults to inject (docs/simulation.md)");
+  c.app->add_option("--scenario", c.scenario, "YAML file of faults to inject (docs/simulation.md)");
   c.app->add_option("--duration", c.duration, "Simulated time to generate")
       ->check(cli::kDuration)
       ->capture_default_str();
@@ -170,7 +169,9 @@ std::optional<int> RunSimulateCommand(SimulateCommand& c) {
           collectors::SimOptions{.devices = c.devices,
                                  .seed = collectors::SimSeedForNode(names.back()),
                                  .scenario = scenario,
-                                 .node = names.back()}));
+                                 .node = names.back(),
+                                 .node_index = n,
+                                 .nodes = c.nodes}));
     }
   } catch (const collectors::ScenarioError& e) {
     std::fprintf(stderr, "accelmon: %s\n", e.what());

@@ -1,7 +1,12 @@
-// job_stall: the hung collective. Every device of the node (or of one pushed job) that was busy is
-// now idle, its links are silent and it still holds its memory, for a while: the ranks wait on
-// each other and nobody makes progress. A job that ends frees its memory (or its processes go
-// away); a checkpoint pause is shorter than `for`.
+// job_stall: the hung collective. Every device of the job that was busy is now idle, its links are
+// silent and it still holds its memory, for a while: the ranks wait on each other and nobody makes
+// progress. A job that ends frees its memory (or its processes go away); a checkpoint pause is
+// shorter than `for`.
+//
+// Two parts. A device whose holder names its job is judged with the rest of that job across all
+// its nodes (the job rule below: one finding for the job, on the node that went idle first). A
+// device without one is judged per node (the node rule: every such device of the node, or of one
+// job its allocator pushed).
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -24,12 +29,13 @@ class JobStallRule final : public Rule {
     const int64_t now = context.now_ns();
     bool by_job = false;
     for (const v1::DeviceTelemetry& device : report.devices()) {
-      if (!JobOf(device).empty()) by_job = true;
+      if (DeviceJob(device).empty() && !JobOf(device).empty()) by_job = true;
     }
     for (auto& [job, group] : groups_) group.Clear();
 
     for (int i = 0; i < report.devices_size(); ++i) {
       const v1::DeviceTelemetry& device = report.devices(i);
+      if (!DeviceJob(device).empty()) continue;  // judged with its job, across nodes
       DeviceState& d = StateOf(i, device);
       // Link rates must be followed every report, whatever the device's state.
       bool links_busy = false;
@@ -208,10 +214,165 @@ class JobStallRule final : public Rule {
   std::string device_key_;  // scratch
 };
 
+// The job rule: every device of the job, on every node it runs on, idle after being busy with
+// its links silent and its memory held.
+class JobStallAcrossNodesRule final : public JobRule {
+ public:
+  explicit JobStallAcrossNodesRule(const JobStallConfig& config) : config_(config) {}
+
+  void Observe(const JobSlice& slice, JobRuleContext& context) override {
+    if (slice.devices.empty()) {
+      if (auto it = nodes_.find(slice.node); it != nodes_.end()) nodes_.erase(it);
+    } else {
+      auto it = nodes_.find(slice.node);
+      if (it == nodes_.end()) it = nodes_.try_emplace(std::string(slice.node)).first;
+      Update(it->second, slice);
+    }
+    Judge(slice, context);
+  }
+
+ private:
+  enum class Status {
+    kUnjudged,  // never busy in this job (or no utilization): not part of the verdict
+    kActive,    // computing, or its links move data
+    kIdle,      // idle after being busy, memory held, links silent
+    kEnded,     // memory freed or processes gone: the job ended here
+    kUnknown,   // idle, but its memory is not reported: no verdict
+  };
+
+  struct DeviceState {
+    bool busy = false;
+    bool busy_used_known = false;
+    double busy_used = 0;
+    bool busy_had_processes = false;
+    Slots<ByteCounters> links;
+    Status status = Status::kUnjudged;
+    std::optional<int64_t> idle_since_ns;
+    double compute = 0;
+    double used = 0;
+    size_t links_judged = 0;
+  };
+
+  using NodeDevices = std::map<std::string, DeviceState, std::less<>>;  // by DeviceKey
+
+  void Update(NodeDevices& devices, const JobSlice& slice) {
+    NodeDevices next;
+    for (const v1::DeviceTelemetry* device : slice.devices) {
+      const std::string key = DeviceKey(*device);
+      auto old = devices.find(key);
+      DeviceState& d = next[key];
+      if (old != devices.end()) d = std::move(old->second);
+      UpdateDevice(d, *device, slice.now_ns);
+    }
+    devices = std::move(next);  // devices that left the job leave its state
+  }
+
+  void UpdateDevice(DeviceState& d, const v1::DeviceTelemetry& device, int64_t now) {
+    bool links_busy = false;
+    d.links_judged = 0;
+    for (int j = 0; j < device.links_size(); ++j) {
+      const v1::Link& link = device.links(j);
+      const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);
+      if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
+          link.max_bandwidth_bytes_per_second() <= 0) {
+        continue;
+      }
+      ++d.links_judged;
+      if (*rate >= config_.silent_link_share * link.max_bandwidth_bytes_per_second()) {
+        links_busy = true;
+      }
+    }
+    const auto set = [&](Status status) {
+      d.status = status;
+      if (status != Status::kIdle && status != Status::kUnknown) d.idle_since_ns.reset();
+    };
+    if (!device.utilization().has_compute_ratio()) return set(Status::kUnjudged);
+    d.compute = device.utilization().compute_ratio();
+    const bool has_used = device.memory().has_used_bytes();
+    d.used = static_cast<double>(device.memory().used_bytes());
+    if (d.compute >= config_.busy_ratio) {
+      d.busy = true;
+      d.busy_used_known = has_used;
+      d.busy_used = d.used;
+      d.busy_had_processes = device.processes_size() > 0;
+    }
+    if (d.compute >= config_.idle_ratio || links_busy) return set(Status::kActive);
+    if (!d.busy) return set(Status::kUnjudged);
+    if ((d.busy_had_processes && device.processes_size() == 0) ||
+        (has_used && d.busy_used_known && d.used < config_.memory_kept_share * d.busy_used)) {
+      d.busy = false;
+      return set(Status::kEnded);
+    }
+    if (!has_used || !d.busy_used_known) return set(Status::kUnknown);
+    set(Status::kIdle);
+    if (!d.idle_since_ns) d.idle_since_ns = now;
+  }
+
+  void Judge(const JobSlice& slice, JobRuleContext& context) {
+    if (nodes_.empty()) return;
+    int64_t since = 0;  // when the last device went idle: the whole job is idle since then
+    std::optional<int64_t> first_idle;
+    std::string_view first_node;
+    size_t idle = 0, links_judged = 0;
+    double memory_sum = 0, max_compute = 0;
+    std::string node_names;
+    for (const auto& [node, devices] : nodes_) {
+      size_t idle_here = 0;
+      for (const auto& [key, d] : devices) {
+        if (d.status == Status::kUnjudged) continue;
+        if (d.status != Status::kIdle) return;  // active, ended or unknown: not a job-wide stall
+        ++idle_here;
+        since = std::max(since, *d.idle_since_ns);
+        if (!first_idle || *d.idle_since_ns < *first_idle) {
+          first_idle = d.idle_since_ns;
+          first_node = node;
+        }
+        memory_sum += d.used;
+        max_compute = std::max(max_compute, d.compute);
+        links_judged += d.links_judged;
+      }
+      if (idle_here == 0) return;  // a node of the job with no idle device: not all of it hangs
+      idle += idle_here;
+      node_names += (node_names.empty() ? "" : ", ") + node;
+    }
+    const double idle_for = static_cast<double>(slice.now_ns - since) / 1e9;
+    if (idle_for < config_.for_seconds) return;
+    const double memory_avg = memory_sum / static_cast<double>(idle);
+    Raised raised;
+    raised.severity = kCritical;
+    raised.plot = "compute_ratio";
+    raised.start_ns = since;
+    raised.summary =
+        "job " + std::string(slice.job) + ": all " + std::to_string(idle) + " devices on " +
+        std::to_string(nodes_.size()) + " node" + (nodes_.size() == 1 ? "" : "s") + " idle for " +
+        FormatDuration(std::chrono::duration<double>(idle_for)) + " with memory held (" +
+        std::to_string(std::llround(memory_avg / (1024.0 * 1024 * 1024))) + " GiB avg), " +
+        (links_judged > 0 ? "links silent" : "link traffic unknown") + "; " +
+        std::string(first_node) + " went idle first — hung collective?";
+    raised.evidence.push_back(TextEvidence("job", slice.job));
+    raised.evidence.push_back(TextEvidence("nodes", node_names));
+    raised.evidence.push_back(TextEvidence("first_idle_node", first_node));
+    raised.evidence.push_back(NumberEvidence("idle_devices", static_cast<double>(idle), "count"));
+    raised.evidence.push_back(NumberEvidence("idle_for", idle_for, "seconds"));
+    raised.evidence.push_back(NumberEvidence("compute_ratio_max", max_compute, "ratio"));
+    raised.evidence.push_back(NumberEvidence("memory_used_avg", memory_avg, "bytes"));
+    raised.evidence.push_back(
+        NumberEvidence("links_silent", static_cast<double>(links_judged), "count"));
+    context.Raise(first_node, Subject{}, std::move(raised));
+  }
+
+  const JobStallConfig config_;
+  std::map<std::string, NodeDevices, std::less<>> nodes_;  // the job's nodes, by name
+};
+
 }  // namespace
 
 std::unique_ptr<Rule> MakeJobStallRule(const Config& config) {
   return std::make_unique<JobStallRule>(config.job_stall);
+}
+
+std::unique_ptr<JobRule> MakeJobStallJobRule(const Config& config) {
+  return std::make_unique<JobStallAcrossNodesRule>(config.job_stall);
 }
 
 }  // namespace accelmon::diagnostics

@@ -14,6 +14,8 @@ std::unique_ptr<Rule> MakeLinkDownRule(const Config& config);
 std::unique_ptr<Rule> MakeLinkDegradedRule(const Config& config);
 std::unique_ptr<Rule> MakeLinkFlappingRule(const Config& config);
 std::unique_ptr<Rule> MakeJobStallRule(const Config& config);
+std::unique_ptr<JobRule> MakeJobStallJobRule(const Config& config);
+std::unique_ptr<JobRule> MakeJobStragglerRule(const Config& config);
 std::unique_ptr<Rule> MakeThroughputDropRule(const Config& config);
 std::unique_ptr<Rule> MakeMemoryLeakRule(const Config& config);
 std::unique_ptr<Rule> MakeEccErrorsRule(const Config& config);

@@ -48,7 +48,8 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 assert doc["input"]["reports"] == int(sys.argv[2]) and doc["input"]["nodes"] == 2, doc["input"]
 assert doc["input"]["damage"] == 0
-keys = {"rule", "severity", "node", "device", "link", "start", "end", "summary", "evidence"}
+keys = {"rule", "severity", "node", "device", "link", "job", "consequence_of", "start", "end",
+        "summary", "evidence"}
 for f in doc["findings"]:
     assert set(f) == keys, f
     assert f["severity"] in ("warning", "critical")
@@ -56,6 +57,7 @@ for f in doc["findings"]:
 frag = [f for f in doc["findings"] if f["rule"] == "memory_fragmentation"]
 assert frag, "no memory_fragmentation finding"
 assert all(f["device"] == "0" and f["link"] == "" for f in frag), frag
+assert all(f["job"] == "sim-job" for f in frag), frag  # the simulated device's job
 assert all(f["start"] >= "2026-12-02T03:35:00" for f in frag), frag
 assert any(e["name"] == "fragmentation_ratio" for f in frag for e in f["evidence"]), frag
 EOF

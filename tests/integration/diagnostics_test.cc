@@ -74,7 +74,8 @@ class IngestClient {
 };
 
 // A report `sequence` seconds after a base well in the past (never ahead of the exporter's
-// clock), with one sim device (firmware `firmware`) whose link nvlink0 is up or down.
+// clock), with one sim device (firmware `firmware`) whose link nvlink0 is up or down, held by
+// Slurm job train-7.
 v1::NodeReport Report(const std::string& node, uint64_t sequence, bool link_up,
                       const std::string& firmware = "1.2.0", int devices = 1, int links = 1) {
   static const int64_t base_s = std::chrono::duration_cast<std::chrono::seconds>(
@@ -95,6 +96,9 @@ v1::NodeReport Report(const std::string& node, uint64_t sequence, bool link_up,
     device->mutable_identity()->set_uuid("sim-" + node + "-" + std::to_string(d));
     device->mutable_identity()->set_firmware_version(firmware);
     device->set_up(true);
+    auto* holder = device->add_holders();  // a Slurm job on every device: findings carry it
+    holder->set_kind(v1::HOLDER_KIND_SLURM);
+    holder->set_job("train-7");
     for (int l = 0; l < links; ++l) {
       v1::Link* link = device->add_links();
       link->set_name("nvlink" + std::to_string(l));
@@ -203,6 +207,10 @@ TEST(DiagnosticsOnline, LinkDownOpensAndClosesInMetricsQueryAndWatch) {
       },
       10s));
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active", kLinkDown), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active",
+                      {{"rule", "link_down"}, {"job_id", "train-7"}}),
+            1.0)
+      << "the finding's series carries its device's job";
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
                       {{"rule", "link_down"}, {"severity", "critical"}}),
             1.0);
@@ -245,6 +253,8 @@ TEST(DiagnosticsOnline, LinkDownOpensAndClosesInMetricsQueryAndWatch) {
   EXPECT_EQ(opened.node(), "n1");
   EXPECT_EQ(opened.device(), "0");
   EXPECT_EQ(opened.link(), "nvlink0");
+  EXPECT_EQ(opened.job(), "train-7") << "Watch findings carry their device's job";
+  EXPECT_EQ(opened.consequence_of(), "") << "the job's first finding";
   EXPECT_FALSE(opened.summary().empty());
 
   auto query = v1::Query::NewStub(Channel(exporter));

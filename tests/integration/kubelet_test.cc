@@ -210,7 +210,7 @@ class KubeletAttribution : public ::testing::Test {
     uplink_ = std::make_unique<Uplink>(UplinkOptions{.exporter_address = exporter_.grpc_address()});
     std::vector<std::unique_ptr<collectors::Collector>> list;
     list.push_back(std::make_unique<collectors::SimCollector>(
-        collectors::SimOptions{.devices = 2, .seed = 18}));
+        collectors::SimOptions{.devices = 2, .seed = 18, .jobs = false}));  // pods only
     list.push_back(std::make_unique<collectors::KubeletCollector>(
         collectors::KubeletOptions{.socket = socket_, .timeout = 200ms}));
     agent_ = std::make_unique<Agent>(AgentOptions{.node = "k8s-node", .interval = 100ms},

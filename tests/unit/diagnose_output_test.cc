@@ -46,6 +46,8 @@ std::vector<v1::Finding> Findings() {
                           "all devices idle <5% \"stalled\"", "compute_ratio"));
   *f.back().add_evidence() = NumberEvidence("compute_ratio", 0.01, "ratio");
   *f.back().add_evidence() = TextEvidence("job", "llama");
+  f.back().set_job("llama");
+  f.back().set_consequence_of("xid_error on sim-1 device 3");
   f.push_back(MakeFinding("memory_fragmentation", "warning", "sim-0", "0", "", kT0 + 600 * kSecond,
                           std::nullopt, "fragmentation 0.62 <with> 40% free",
                           "fragmentation_ratio"));
@@ -78,12 +80,33 @@ TEST(DiagnoseText, TimelineByStartWithEvidenceEndAndCounts) {
             "    still open\n"
             "2026-12-02T03:14:07.000Z  CRITICAL  job_stall  node sim-1 device 3 link nvlink2  "
             "all devices idle <5% \"stalled\"\n"
+            "    likely a consequence of xid_error on sim-1 device 3\n"
             "    compute_ratio: 0.01 ratio\n"
             "    job: llama\n"
             "    ended 03:20:11 (6m04s)\n"
             "\n"
             "2 findings (1 still open): job_stall 1, memory_fragmentation 1; critical 1, "
             "warning 1\n");
+}
+
+TEST(DiagnoseText, JobLineNamesItsNodesAndDevices) {
+  std::ostringstream out;
+  InputSummary input = Input();
+  input.job = "llama";
+  input.job_nodes = {"sim-0", "sim-1"};
+  input.job_devices = 16;
+  WriteText(out, {}, input);
+  EXPECT_NE(out.str().find("\njob llama: 16 devices on 2 nodes (sim-0, sim-1)\n"),
+            std::string::npos)
+      << out.str();
+  std::ostringstream json;
+  WriteJson(json, {}, input);
+  google::protobuf::Struct root;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.str(), &root).ok()) << json.str();
+  const auto& job = root.fields().at("input").struct_value().fields().at("job").struct_value();
+  EXPECT_EQ(job.fields().at("id").string_value(), "llama");
+  EXPECT_EQ(job.fields().at("devices").number_value(), 16);
+  EXPECT_EQ(job.fields().at("nodes").list_value().values_size(), 2);
 }
 
 TEST(DiagnoseText, NoFindingsStillReportsDamageAndSkippedReports) {
@@ -112,7 +135,9 @@ TEST(DiagnoseJson, ParsesBackWithTheDocumentedFields) {
   const auto& findings = root.fields().at("findings").list_value().values();
   ASSERT_EQ(findings.size(), 2);
   const auto& open = findings[0].struct_value().fields();
-  EXPECT_EQ(open.size(), 9u);
+  EXPECT_EQ(open.size(), 11u);
+  EXPECT_EQ(open.at("job").string_value(), "");  // always there, "" when unknown
+  EXPECT_EQ(open.at("consequence_of").string_value(), "");
   EXPECT_EQ(open.at("rule").string_value(), "memory_fragmentation");
   EXPECT_EQ(open.at("severity").string_value(), "warning");
   EXPECT_EQ(open.at("device").string_value(), "0");
@@ -122,6 +147,8 @@ TEST(DiagnoseJson, ParsesBackWithTheDocumentedFields) {
   EXPECT_EQ(open.at("summary").string_value(), "fragmentation 0.62 <with> 40% free");
 
   const auto& closed = findings[1].struct_value().fields();
+  EXPECT_EQ(closed.at("job").string_value(), "llama");
+  EXPECT_EQ(closed.at("consequence_of").string_value(), "xid_error on sim-1 device 3");
   EXPECT_EQ(closed.at("end").string_value(), "2026-12-02T03:20:11.000Z");
   EXPECT_EQ(closed.at("summary").string_value(), "all devices idle <5% \"stalled\"");
   const auto& evidence = closed.at("evidence").list_value().values();

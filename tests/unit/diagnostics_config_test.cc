@@ -65,7 +65,13 @@ TEST(DiagnosticsConfig, ErrorsNameTheFileLineAndWhatIsWrong) {
                       "changes, window)"),
             std::string::npos);
   EXPECT_EQ(ErrorOf("rule:\n  job_stall: {}\n"),
-            "diag.yaml:1: unknown key rule (expected `rules`)");
+            "diag.yaml:1: unknown key rule (expected `rules` or `first_fault`)");
+  EXPECT_EQ(ErrorOf("first_fault:\n  windw: 5m\n"),
+            "diag.yaml:2: unknown setting first_fault.windw (known: enabled, window)");
+  EXPECT_EQ(ErrorOf("rules:\n  job_straggler:\n    ratio: 2\n"),
+            "diag.yaml:3: rules.job_straggler.ratio must be between 0 and 1");
+  EXPECT_EQ(ErrorOf("rules:\n  job_straggler:\n    min_ranks: 0\n"),
+            "diag.yaml:3: rules.job_straggler.min_ranks must be a whole number >= 1");
   EXPECT_EQ(ErrorOf("rules:\n  device_lost: {enabled: yes}\n"),
             "diag.yaml:2: rules.device_lost.enabled must be true or false");
   EXPECT_EQ(ErrorOf("rules:\n  firmware_below_minimum:\n    minimums:\n      - {model: X}\n"),

@@ -50,7 +50,9 @@ PlayResult Play(const std::string& scenario, double seconds, double interval_s, 
     sims.emplace_back(collectors::SimOptions{.devices = 8,
                                              .seed = collectors::SimSeedForNode(names.back()),
                                              .scenario = loaded,
-                                             .node = names.back()});
+                                             .node = names.back(),
+                                             .node_index = n,
+                                             .nodes = nodes});
   }
   Engine engine(config);
   double now_s = 0;
@@ -154,7 +156,12 @@ const FireCase kFireCases[] = {
      .link = "",
      .delay_s = 120,
      .companions = {"throughput_drop"}},
-    {.rule = "throughput_drop", .device = "0", .link = "", .delay_s = 300, .companions = {}},
+    // A device at 0.3 of its speed is also a straggler of its job (the sim's default job).
+    {.rule = "throughput_drop",
+     .device = "0",
+     .link = "",
+     .delay_s = 300,
+     .companions = {"job_straggler"}},
     // A leak from early in the job: the 30-minute fit is good once the window holds the leak.
     {.rule = "memory_leak", .device = "0", .link = "", .delay_s = 31 * 60, .companions = {}},
     {.rule = "ecc_errors", .device = "0", .link = "", .delay_s = 0, .companions = {}},
@@ -211,6 +218,105 @@ TEST(IncidentScenario, NamesEachFaultOnItsDevice) {
   EXPECT_EQ(devices_by_rule["link_flapping"], (std::set<std::string>{"1"}));
   EXPECT_EQ(devices_by_rule["job_stall"], (std::set<std::string>{""}));
 }
+
+// Jobs across nodes: a 4-node job of 32 ranks (tests/fixtures/scenarios/job_*.yaml).
+constexpr int kJobNodes = 4;
+
+std::string EvidenceText(const v1::Finding& f, std::string_view name) {
+  for (const v1::Evidence& e : f.evidence()) {
+    if (e.name() == name) return e.text();
+  }
+  return {};
+}
+
+std::vector<Opened> OfRule(const std::vector<Opened>& opened, std::string_view rule) {
+  std::vector<Opened> out;
+  for (const Opened& o : opened) {
+    if (o.finding.rule() == rule) out.push_back(o);
+  }
+  return out;
+}
+
+TEST(JobScenario, StragglerNamesItsRankNodeAndDevice) {
+  const PlayResult run = Play("job_straggler", 35 * 60 + 3 * 60 + 5 * 60, 10, kJobNodes);
+  const auto stragglers = OfRule(run.opened, "job_straggler");
+  ASSERT_EQ(stragglers.size(), 1u) << Describe(run.opened);
+  const v1::Finding& f = stragglers[0].finding;
+  EXPECT_EQ(f.job(), "4711");
+  EXPECT_EQ(f.node(), "sim-2");
+  EXPECT_EQ(f.device(), "3");
+  EXPECT_EQ(EvidenceText(f, "rank"), "19") << "rank = node index x 8 + device";
+  EXPECT_EQ(EvidenceText(f, "measure"), "step_rate") << "the sim pushes steps";
+  EXPECT_GE(stragglers[0].at_s, 35 * 60 + 3 * 60) << "before its `for`";
+  EXPECT_LE(stragglers[0].at_s, 35 * 60 + 3 * 60 + 3 * 10);
+  EXPECT_EQ(run.opened.size(), 1u) << "nothing else:" << Describe(run.opened);
+}
+
+TEST(JobScenario, SlowNodeIsOneStragglerForTheNode) {
+  const PlayResult run = Play("job_straggler_node", 35 * 60 + 3 * 60 + 5 * 60, 10, kJobNodes);
+  const auto stragglers = OfRule(run.opened, "job_straggler");
+  ASSERT_EQ(stragglers.size(), 1u) << Describe(run.opened);
+  EXPECT_EQ(stragglers[0].finding.job(), "trainer");
+  EXPECT_EQ(stragglers[0].finding.node(), "sim-1");
+  EXPECT_EQ(stragglers[0].finding.device(), "") << "the node, not one of its devices";
+  EXPECT_EQ(EvidenceText(stragglers[0].finding, "ranks_on_node"), "8, 9, 10, 11, 12, 13, 14, 15");
+  EXPECT_EQ(run.opened.size(), 1u) << "nothing else:" << Describe(run.opened);
+}
+
+TEST(JobScenario, StallAfterAnXidIsOneJobStallNamingTheXidAsFirstFault) {
+  const PlayResult run = Play("job_stall_after_xid", 45 * 60, 10, kJobNodes);
+  const auto xids = OfRule(run.opened, "xid_error");
+  ASSERT_EQ(xids.size(), 1u) << Describe(run.opened);
+  EXPECT_EQ(xids[0].finding.node(), "sim-2");
+  EXPECT_EQ(xids[0].finding.device(), "3");
+  EXPECT_EQ(xids[0].finding.job(), "4711") << "a device finding carries the device's job";
+  EXPECT_EQ(xids[0].finding.consequence_of(), "") << "the first fault";
+
+  const auto stalls = OfRule(run.opened, "job_stall");
+  ASSERT_EQ(stalls.size(), 1u) << "one finding for the job, not one per node:"
+                               << Describe(run.opened);
+  const v1::Finding& stall = stalls[0].finding;
+  EXPECT_EQ(stall.job(), "4711");
+  EXPECT_EQ(stall.node(), "sim-2") << "the node that went idle first";
+  EXPECT_EQ(stall.device(), "");
+  EXPECT_EQ(EvidenceText(stall, "nodes"), "sim-0, sim-1, sim-2, sim-3");
+  EXPECT_EQ(stall.consequence_of(), "xid_error on sim-2 device 3");
+  // Opens `for` (2 minutes) after the last rank went idle (35m30s), within two intervals.
+  EXPECT_GE(stalls[0].at_s, 35 * 60 + 30 + 120);
+  EXPECT_LE(stalls[0].at_s, 35 * 60 + 30 + 120 + 20);
+
+  // Whatever else the hang opens (throughput_drop on the devices) follows from the XID too.
+  for (const Opened& o : run.opened) {
+    EXPECT_TRUE(o.finding.rule() == "xid_error" || o.finding.rule() == "job_stall" ||
+                o.finding.rule() == "throughput_drop")
+        << "unexpected:" << Describe({o});
+    if (o.finding.rule() != "xid_error") {
+      EXPECT_EQ(o.finding.consequence_of(), "xid_error on sim-2 device 3") << Describe({o});
+    }
+  }
+}
+
+TEST(JobScenario, NoFirstFaultWhenDisabled) {
+  Config config;
+  config.first_fault.enabled = false;
+  const PlayResult run = Play("job_stall_after_xid", 40 * 60, 10, kJobNodes, config);
+  const auto stalls = OfRule(run.opened, "job_stall");
+  ASSERT_EQ(stalls.size(), 1u) << Describe(run.opened);
+  EXPECT_EQ(stalls[0].finding.consequence_of(), "");
+}
+
+class JobNearMiss : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(JobNearMiss, OpensNothingOnFourNodes) {
+  const PlayResult run = Play(GetParam(), 60 * 60, 10, kJobNodes);
+  EXPECT_TRUE(run.opened.empty()) << "opened:" << Describe(run.opened);
+}
+
+// Every rank equally slow (no straggler), a job that ends on every node and comes back, a
+// checkpoint pause shorter than job_stall's `for`.
+INSTANTIATE_TEST_SUITE_P(Scenarios, JobNearMiss,
+                         ::testing::Values("near_miss_job_uniformly_slow", "near_miss_job_end",
+                                           "near_miss_checkpoint_pause"));
 
 }  // namespace
 }  // namespace accelmon::diagnostics

@@ -95,7 +95,8 @@ TEST(SimScenarioParse, ErrorsNameFileAndLine) {
             "test.yaml:4: unknown key \"devcie\" for fault stall");
   EXPECT_EQ(ErrorOf("faults:\n  - at: 10m\n    fault: stall\n    to: 90\n"),
             "test.yaml:4: unknown key \"to\" for fault stall");
-  EXPECT_EQ(ErrorOf("fault:\n  - at: 10m\n"), "test.yaml:1: unknown key \"fault\" (only faults:)");
+  EXPECT_EQ(ErrorOf("fault:\n  - at: 10m\n"),
+            "test.yaml:1: unknown key \"fault\" (faults: or jobs:)");
   EXPECT_NE(
       ErrorOf("faults:\n  - at: 1m\n    fault: melt\n").find("test.yaml:3: unknown fault \"melt\""),
       std::string::npos);
@@ -111,6 +112,35 @@ TEST(SimScenarioParse, ErrorsNameFileAndLine) {
             "test.yaml:4: device (an index or \"all\"): \"two\" is not a number");
   EXPECT_EQ(ErrorOf("faults: [\n"), ErrorOf("faults: [\n"));
   EXPECT_EQ(ErrorOf("faults: [\n").rfind("test.yaml:", 0), 0u);
+}
+
+TEST(SimScenarioParse, JobsAreStrictAndNameTheLine) {
+  const auto jobs = ParseScenario(
+      "jobs:\n  - id: \"4711\"\n    nodes: [a, b]\n    devices: [1, 0]\n    user: alice\n"
+      "  - {id: t, kind: pod, pod: \"p-{rank}\", namespace: ml}\n",
+      "test.yaml");
+  ASSERT_EQ(jobs.jobs.size(), 2u);
+  EXPECT_EQ(jobs.jobs[0].id, "4711");
+  EXPECT_FALSE(jobs.jobs[0].pod);
+  EXPECT_EQ(jobs.jobs[0].nodes, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(jobs.jobs[0].devices, (std::vector<int>{1, 0}));
+  EXPECT_EQ(jobs.jobs[0].user, "alice");
+  EXPECT_EQ(jobs.jobs[0].line, 2);
+  EXPECT_TRUE(jobs.jobs[1].pod);
+  EXPECT_EQ(jobs.jobs[1].pod_namespace, "ml");
+  EXPECT_EQ(ErrorOf("jobs:\n  - id: a\n    nodse: [x]\n"),
+            "test.yaml:3: unknown key \"nodse\" for a job (id, kind, nodes, devices, user, pod, "
+            "namespace)");
+  EXPECT_EQ(ErrorOf("jobs:\n  - kind: pod\n"), "test.yaml:2: id is missing (e.g. id: \"4711\")");
+  EXPECT_EQ(ErrorOf("jobs:\n  - {id: a, kind: k8s}\n"),
+            "test.yaml:2: kind: \"k8s\" is not slurm or pod");
+  EXPECT_EQ(ErrorOf("jobs:\n  - {id: a, pod: x}\n"),
+            "test.yaml:2: pod and namespace are for kind: pod");
+  EXPECT_EQ(ErrorOf("jobs:\n  - {id: a}\n  - {id: a}\n"), "test.yaml:3: job a is listed twice");
+  EXPECT_EQ(ErrorOf("jobs:\n  - {id: a, devices: [0, 0]}\n"),
+            "test.yaml:2: device 0 is listed twice");
+  EXPECT_EQ(ErrorOf("faults:\n  - {at: 1m, fault: straggler, facter: 0.5}\n"),
+            "test.yaml:2: unknown key \"facter\" for fault straggler");
 }
 
 TEST(SimScenarioParse, LoadScenarioNamesTheFile) {
@@ -295,6 +325,73 @@ TEST(SimScenario, ThroughputDropScalesComputeButNotMemory) {
               0.3 * healthy[250].devices(0).utilization().compute_ratio(), 0.05);
   EXPECT_EQ(r[250].devices(0).processes(0).allocated_bytes(),
             healthy[250].devices(0).processes(0).allocated_bytes());
+}
+
+TEST(SimScenario, StragglerSlowsComputeStepsAndLinksOfItsDevice) {
+  const auto healthy = Play("", 300);
+  const auto r = Play("faults:\n  - {at: 200s, fault: straggler, device: 1}\n", 300);
+  ExpectHealthyBefore(r, 200);
+  const auto& slow = r[250].devices(1);
+  EXPECT_NEAR(slow.utilization().compute_ratio(),
+              0.6 * healthy[250].devices(1).utilization().compute_ratio(), 0.05);
+  const auto steps = [](const std::vector<v1::NodeReport>& run, int d) {
+    return static_cast<double>(run[299].devices(d).processes(0).steps_total() -
+                               run[200].devices(d).processes(0).steps_total());
+  };
+  EXPECT_NEAR(steps(r, 1) / steps(healthy, 1), 0.6, 0.05);
+  EXPECT_NEAR(steps(r, 0) / steps(healthy, 0), 1.0, 1e-9) << "the other devices run as before";
+  const auto link_bytes = [](const std::vector<v1::NodeReport>& run, int d) {
+    return static_cast<double>(run[299].devices(d).links(0).transmit_bytes_total() -
+                               run[200].devices(d).links(0).transmit_bytes_total());
+  };
+  EXPECT_NEAR(link_bytes(r, 1) / link_bytes(healthy, 1), 0.6, 0.05);
+}
+
+TEST(SimScenario, JobsPlaceHoldersWithRanksAndLeaveOtherDevicesIdle) {
+  const std::string yaml =
+      "jobs:\n"
+      "  - {id: \"4711\", nodes: [sim-9, sim-0], devices: [2, 0], user: alice}\n"
+      "  - {id: t, kind: pod, nodes: [sim-0], devices: [3], pod: \"trainer-{node}-{rank}\", "
+      "namespace: ml}\n";
+  const auto r = Play(yaml, 200).back();
+  const auto& d2 = r.devices(2);
+  ASSERT_EQ(d2.holders_size(), 1);
+  EXPECT_EQ(d2.holders(0).job(), "4711");
+  EXPECT_EQ(d2.holders(0).kind(), v1::HOLDER_KIND_SLURM);
+  EXPECT_EQ(d2.holders(0).user(), "alice");
+  EXPECT_EQ(d2.holders(0).rank(), "2") << "second node of the job, first of its devices";
+  EXPECT_EQ(d2.holders(0).world_size(), 4u);
+  EXPECT_EQ(r.devices(0).holders(0).rank(), "3");
+  const auto& d3 = r.devices(3);
+  ASSERT_EQ(d3.holders_size(), 1);
+  EXPECT_EQ(d3.holders(0).kind(), v1::HOLDER_KIND_POD);
+  EXPECT_EQ(d3.holders(0).pod(), "trainer-sim-0-0");
+  EXPECT_EQ(d3.holders(0).namespace_(), "ml");
+  EXPECT_EQ(d3.holders(0).container(), "trainer");
+  EXPECT_EQ(d3.processes(0).job(), "t");
+  // Device 1 is in no job: nobody holds it, it idles.
+  const auto& d1 = r.devices(1);
+  EXPECT_EQ(d1.holders_size(), 0);
+  EXPECT_EQ(d1.processes_size(), 0);
+  EXPECT_EQ(d1.utilization().compute_ratio(), 0);
+  // A node in no job holds nothing at all.
+  const auto elsewhere = Play(yaml, 2, 1, "sim-5");
+  for (const auto& d : elsewhere.back().devices()) EXPECT_EQ(d.holders_size(), 0);
+}
+
+TEST(SimScenario, JobsOutOfRangeOrSharedDevicesAreErrors) {
+  const auto error = [](const std::string& yaml) {
+    try {
+      SimCollector sim({.devices = 4, .seed = 1, .scenario = Parse(yaml), .node = "sim-0"});
+    } catch (const ScenarioError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error("jobs:\n  - {id: a, devices: [4]}\n"),
+            "test.yaml:2: job a: device 4 is out of range: the simulation has 4 device(s)");
+  EXPECT_EQ(error("jobs:\n  - {id: a, devices: [1]}\n  - {id: b, devices: [0, 1]}\n"),
+            "test.yaml:3: job b: device 1 of node sim-0 is already held by job a");
 }
 
 TEST(SimScenario, LeakGrowsUntilFull) {

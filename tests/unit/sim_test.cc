@@ -155,6 +155,57 @@ TEST(Sim, EachDeviceRunsAJobWhoseProcessPushes) {
   EXPECT_EQ(pids.size(), 3u);
 }
 
+// By default every device holds one Slurm job across the fleet, with global ranks.
+TEST(Sim, EveryDeviceHoldsTheDefaultJobWithItsGlobalRank) {
+  const auto reports =
+      Simulate({.devices = 4, .seed = 4, .node = "sim-2", .node_index = 2, .nodes = 3}, 121);
+  const auto& r = reports.back();
+  for (int i = 0; i < 4; ++i) {
+    const auto& d = r.devices(i);
+    ASSERT_EQ(d.holders_size(), 1);
+    const auto& h = d.holders(0);
+    const auto& p = d.processes(0);
+    EXPECT_EQ(h.kind(), v1::HOLDER_KIND_SLURM);
+    EXPECT_EQ(h.job(), "sim-job");
+    EXPECT_EQ(h.step(), "0");
+    EXPECT_EQ(h.user(), "sim");
+    EXPECT_EQ(h.rank(), std::to_string(2 * 4 + i));
+    EXPECT_EQ(h.world_size(), 12u);
+    ASSERT_EQ(h.pids_size(), 1);
+    EXPECT_EQ(h.pids(0), p.pid());
+    EXPECT_EQ(h.memory_used_bytes(), d.memory().used_bytes());
+    EXPECT_EQ(p.rank(), h.rank());
+    EXPECT_EQ(p.world_size(), 12u);
+    EXPECT_TRUE(h.pod().empty() && h.namespace_().empty()) << "absent, not made up";
+  }
+}
+
+TEST(Sim, WithoutJobsNobodyHoldsTheDevices) {
+  const auto r = Simulate({.devices = 2, .seed = 4, .jobs = false}, 2).back();
+  for (const auto& d : r.devices()) {
+    EXPECT_EQ(d.holders_size(), 0);
+    ASSERT_EQ(d.processes_size(), 1) << "the process and its allocator are still there";
+    EXPECT_EQ(d.processes(0).job(), "");
+    EXPECT_EQ(d.processes(0).rank(), "");
+    EXPECT_FALSE(d.processes(0).has_world_size());
+  }
+}
+
+// Steps advance with the useful work: a busy device about 100 a second at full compute.
+TEST(Sim, StepsAdvanceWithUsefulWork) {
+  const auto reports = Simulate({.devices = 2, .seed = 4}, 301);
+  const auto& early = reports[200].devices(0);
+  const auto& late = reports[300].devices(0);
+  const double rate =
+      static_cast<double>(late.processes(0).steps_total() - early.processes(0).steps_total()) /
+      100.0;
+  EXPECT_NEAR(rate, 100 * late.utilization().compute_ratio(), 15);
+  for (size_t t = 1; t < reports.size(); ++t) {
+    EXPECT_GE(reports[t].devices(1).processes(0).steps_total(),
+              reports[t - 1].devices(1).processes(0).steps_total());
+  }
+}
+
 // Fragmentation builds while a job runs and starts over when the job restarts (a new process);
 // its memory loads again. The restarts come from the seed, every few hours.
 TEST(Sim, FragmentationResetsWhenTheJobRestarts) {
