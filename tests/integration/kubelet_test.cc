@@ -25,7 +25,9 @@
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
 #include "k8s/podresources/v1/api.grpc.pb.h"
+#include "support/http_get.h"
 #include "support/loopback_exporter.h"
+#include "support/prom_text.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
 
@@ -297,6 +299,18 @@ TEST_F(KubeletAttribution, HoldersNameThePodOfEachDeviceAndFollowItsChanges) {
   ASSERT_NE(Status(*shown, "kubelet"), nullptr);
   EXPECT_TRUE(Status(*shown, "kubelet")->success());
   EXPECT_EQ(Status(*shown, "kubelet")->error(), "");
+  // And on /metrics: one info series per device and pod, with the pod's labels.
+  const auto scrape = testing::HttpGet("127.0.0.1", exporter_.web_port(), "/metrics");
+  ASSERT_EQ(scrape.status, 200);
+  const auto samples = testing::ParseExposition(scrape.body);
+  EXPECT_EQ(testing::FindValue(samples, "accelmon_device_job_info",
+                               {{"device", "1"},
+                                {"kind", "pod"},
+                                {"pod", "trainer-1"},
+                                {"namespace", "ml"},
+                                {"container", "pytorch"}}),
+            1.0)
+      << scrape.body;
 
   // trainer-1 goes and infer-0 comes, given device 1 as a time-sliced replica of it.
   kubelet_->Assign({{"ml", "trainer-0", "pytorch", uuids_[0]},
