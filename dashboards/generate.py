@@ -12,6 +12,8 @@ Output (relative to the output root, default the repository root):
     dashboards/prometheus/tests/diagnosis_alerts_test.yml   promtool unit tests of the
                                               diagnosis alerts (the raw-metric alerts and the
                                               recording rules have hand-written tests beside it)
+    deploy/kubernetes/prometheusrule.yaml     the same alerting and recording groups as a
+                                              Prometheus operator PrometheusRule
 
 Standard library only; the output is deterministic (sorted keys, ids from the tables' order), so
 `git diff --exit-code` after a run proves the committed files are what this script makes. Every
@@ -200,6 +202,16 @@ def alert_rules():
 def recording_rules():
     return {"groups": [{"name": "accelmon.recording",
                         "rules": [{"record": r, "expr": e} for r, e in RECORDING]}]}
+
+
+def prometheus_rule():
+    """The Prometheus operator's PrometheusRule: alerts.yml's and recording.yml's groups, as they are."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "accelmon", "labels": {"app.kubernetes.io/component": "rules"}},
+        "spec": {"groups": alert_rules()["groups"] + recording_rules()["groups"]},
+    }
 
 
 def diagnosis_alert_tests():
@@ -714,6 +726,7 @@ def files():
     out["dashboards/prometheus/alerts.yml"] = HEADER + yaml_dump(alert_rules()) + "\n"
     out["dashboards/prometheus/recording.yml"] = HEADER + yaml_dump(recording_rules()) + "\n"
     out["dashboards/prometheus/tests/diagnosis_alerts_test.yml"] = HEADER + yaml_dump(diagnosis_alert_tests()) + "\n"
+    out["deploy/kubernetes/prometheusrule.yaml"] = HEADER + yaml_dump(prometheus_rule()) + "\n"
     return out
 
 

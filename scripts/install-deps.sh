@@ -26,7 +26,13 @@ TEST=(
   clang-format
   openssl                    # the CLI: certificates for the TLS tests
   python3-grpcio python3-protobuf   # the Python push helper (clients/python) and its tests
+  kubernetes-client          # kubectl kustomize renders deploy/kubernetes in the tests
+  nodejs npm                 # the tests' pinned Kubernetes schema validator (tests/kubernetes)
 )
+# A command another package already provides (kubectl from Kubernetes' own apt repository,
+# node and npm from NodeSource's) satisfies these: installing Debian's beside it would clash
+# over the same file.
+declare -A PROVIDED_BY_COMMAND=([kubernetes-client]=kubectl [nodejs]=node [npm]=npm)
 
 case "$profile" in
   build) PACKAGES=("${BUILD[@]}") ;;
@@ -36,6 +42,7 @@ esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
+  [[ -n ${PROVIDED_BY_COMMAND[$p]:-} ]] && command -v "${PROVIDED_BY_COMMAND[$p]}" >/dev/null && continue
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Re-runs a generator of committed files into a scratch directory and diffs the result against
 # the committed files: `dashboards` (dashboards/generate.py: Grafana JSON, alerting and recording
-# rules, their generated promtool tests) or `catalog` (dashboards/metrics_catalog.py:
-# docs/metrics.md). On a difference: run the generator named in the message and commit its output.
+# rules, their generated promtool tests, deploy/kubernetes/prometheusrule.yaml) or `catalog`
+# (dashboards/metrics_catalog.py: docs/metrics.md). On a difference: run the generator named in
+# the message and commit its output.
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 py=/usr/bin/python3
