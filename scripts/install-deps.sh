@@ -17,6 +17,7 @@ BUILD=(
   libssl-dev libcrypt-dev    # TLS (also civetweb's HTTPS, which loads libcrypto.so), bcrypt
   libgtest-dev libgmock-dev libbenchmark-dev
   curl
+  dpkg-dev                   # make deb: dpkg-shlibdeps finds the package's library dependencies
 )
 TEST=(
   prometheus                 # promtool, and a real Prometheus for end-to-end tests
@@ -26,6 +27,8 @@ TEST=(
   clang-format
   openssl                    # the CLI: certificates for the TLS tests
   python3-grpcio python3-protobuf   # the Python push helper (clients/python) and its tests
+  systemd                    # systemd-analyze verify and systemd-sysusers over deploy/systemd
+  lintian                    # the Debian package's checks (tests/e2e/deb_package_test.sh)
 )
 
 case "$profile" in
