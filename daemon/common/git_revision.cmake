@@ -5,9 +5,16 @@
 find_program(GIT git)
 set(revision unknown)
 if(GIT)
+  # Only SOURCE_DIR's own repository: a tarball unpacked inside another checkout is "unknown".
+  execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} rev-parse --show-toplevel
+    OUTPUT_VARIABLE toplevel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} rev-parse --short HEAD
     OUTPUT_VARIABLE head OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc ERROR_QUIET)
-  if(rc EQUAL 0 AND head)
+  file(REAL_PATH ${SOURCE_DIR} source_real)
+  if(toplevel)
+    file(REAL_PATH ${toplevel} toplevel)
+  endif()
+  if(rc EQUAL 0 AND head AND toplevel STREQUAL source_real)
     set(revision ${head})
     # Refresh the index's stat data first, or a touched but unchanged file reads as a change.
     execute_process(COMMAND ${GIT} -C ${SOURCE_DIR} update-index -q --refresh

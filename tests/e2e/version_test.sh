@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Version and build info: `accelmon --version` carries the git revision of this checkout
 # (`git rev-parse --short HEAD`), accelmon_build_info on /metrics carries the same, and the
-# generator (daemon/common/git_revision.cmake) marks a dirty tree, says "unknown" outside git, and
-# leaves its output untouched when nothing changed (so a rebuild recompiles nothing).
+# generator (daemon/common/git_revision.cmake) marks a dirty tree, says "unknown" outside git (or
+# in a tree unpacked inside another repository), and leaves its output untouched when nothing
+# changed (so a rebuild recompiles nothing).
 source "$(dirname "$0")/lib.sh"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 CMAKE=${CMAKE:-cmake}
@@ -48,5 +49,9 @@ generate "$repo" "$WORK/dirty.cc"
 mkdir "$WORK/plain"
 generate "$WORK/plain" "$WORK/plain.cc"
 [ "$(revision_in "$WORK/plain.cc")" = "unknown" ] || fail "outside git: $(cat "$WORK/plain.cc")"
+# A source tree unpacked inside another repository is not that repository's revision.
+mkdir "$repo/unpacked"
+generate "$repo/unpacked" "$WORK/nested.cc"
+[ "$(revision_in "$WORK/nested.cc")" = "unknown" ] || fail "nested tree: $(cat "$WORK/nested.cc")"
 
 echo "version_test: ok"
