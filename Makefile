@@ -9,7 +9,7 @@ SIM       ?= 8
 JOBS      ?= $(shell nproc)
 CTEST     := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
-.PHONY: all deps test-deps build run test check check-run asan asan-build asan-run fuzz \
+.PHONY: all deps test-deps build run deb test check check-run asan asan-build asan-run fuzz \
   fuzz-build fuzz-run bench format clean
 
 all: build
@@ -38,6 +38,11 @@ build: deps $(BUILD_DIR)/build.ninja
 # Starts agent and exporter in one process with $(SIM) simulated devices; Ctrl-C stops it.
 run: build
 	./$(BUILD_DIR)/accelmon standalone --sim $(SIM)
+
+# The Debian package $(BUILD_DIR)/accelmon_<version>_<arch>.deb (CPack, deploy/debian/;
+# docs/deployment.md "Debian package"). cpack packages what `build` made and builds nothing.
+deb: build
+	cd $(BUILD_DIR) && cpack -G DEB
 
 # Every test: unit, integration and end-to-end on the release build, then unit and
 # integration again under AddressSanitizer + UndefinedBehaviorSanitizer, then a short fuzz run

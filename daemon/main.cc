@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
       "accelmon: monitoring and diagnostics for GPU and NPU training clusters.\n"
       "Agents collect device and host telemetry on every node and stream it to an exporter,\n"
       "which serves Prometheus /metrics. `standalone` runs both in one process."};
-  app.set_version_flag("--version", std::string("accelmon ") + accelmon::kVersion);
+  app.set_version_flag("--version", std::string("accelmon ") + accelmon::kVersion + " (revision " +
+                                        accelmon::kRevision + ")");
   app.require_subcommand(1);
   app.fallthrough();  // global flags (--log.level) also after the subcommand
   app.failure_message([](const CLI::App*, const CLI::Error& e) {

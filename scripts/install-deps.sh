@@ -17,6 +17,7 @@ BUILD=(
   libssl-dev libcrypt-dev    # TLS (also civetweb's HTTPS, which loads libcrypto.so), bcrypt
   libgtest-dev libgmock-dev libbenchmark-dev
   curl
+  dpkg-dev                   # make deb: dpkg-shlibdeps finds the package's library dependencies
 )
 TEST=(
   prometheus                 # promtool, and a real Prometheus for end-to-end tests
@@ -28,6 +29,8 @@ TEST=(
   python3-grpcio python3-protobuf   # the Python push helper (clients/python) and its tests
   kubernetes-client          # kubectl kustomize renders deploy/kubernetes in the tests
   nodejs npm                 # the tests' pinned Kubernetes schema validator (tests/kubernetes)
+  systemd                    # systemd-analyze verify and systemd-sysusers over deploy/systemd
+  lintian                    # the Debian package's checks (tests/e2e/deb_package_test.sh)
 )
 # A command another package already provides (kubectl from Kubernetes' own apt repository,
 # node and npm from NodeSource's) satisfies these: installing Debian's beside it would clash

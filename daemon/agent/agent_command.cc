@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "collectors/sim.h"
@@ -13,6 +14,7 @@
 #include "daemon/common/cli_validators.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
+#include "daemon/common/sd_notify.h"
 #include "daemon/common/shutdown_signals.h"
 #include "daemon/common/tls_flags.h"
 
@@ -256,10 +258,16 @@ int RunAgent(const AgentCommand& c) {
                               .node = c.collectors.node_name});
   Agent agent(std::move(agent_options),
               MakeCollectors(c.collectors, push.store.get(), std::move(scenario)), uplink);
+  // Ready once the first collection ran (the push socket already listens): the node has data
+  // to send, whether or not an exporter is reachable yet (the uplink keeps it meanwhile).
+  agent.set_report_observer([notified = false](const v1::NodeReport&) mutable {
+    if (!std::exchange(notified, true)) SdNotify("READY=1\nSTATUS=collecting");
+  });
   uplink.Start();
   agent.Start();
   spdlog::info("agent streaming to {}", fmt::join(c.exporter_addresses, ", "));
   WaitForShutdownSignal(signals);
+  SdNotify("STOPPING=1");
   StopAgent(agent, uplink);
   const uint64_t unacknowledged = uplink.stats().pending;
   spdlog::info("agent stopped after sequence {}; {} report(s) unacknowledged{}",

@@ -10,6 +10,7 @@
 #include "daemon/common/cli_validators.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
+#include "daemon/common/sd_notify.h"
 #include "daemon/common/shutdown_signals.h"
 #include "daemon/common/tls_flags.h"
 #include "daemon/exporter/web_config.h"
@@ -194,7 +195,10 @@ int RunExporter(const ExporterFlags& flags) {
     spdlog::error("{}", e.what());
     return kExitFailure;
   }
+  // Both ports listen (and the recording is open): systemd may start what depends on us.
+  SdNotify("READY=1\nSTATUS=serving /metrics and agent streams");
   WaitForShutdownSignal(signals);
+  SdNotify("STOPPING=1");
   exporter.Stop();
   return kExitOk;
 }

@@ -769,8 +769,10 @@ void EmitJobs(const std::vector<NodeEntry>& nodes, MetricSink& s) {
 }
 
 void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) {
-  Add(s, s.Family("accelmon_build_info", "accelmon version; always 1.", kGauge),
-      {{"version", kVersion}}, 1);
+  Add(s,
+      s.Family("accelmon_build_info",
+               "accelmon version and the git revision it was built from; always 1.", kGauge),
+      {{"version", kVersion}, {"revision", kRevision}}, 1);
   Add(s,
       s.Family("accelmon_exporter_reports_ingested_total", "Reports applied to the state.",
                kCounter),

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <tuple>
 
+#include "daemon/common/version.h"
 #include "daemon/exporter/text_exposition.h"
 #include "support/golden.h"
 #include "support/prom_text.h"
@@ -406,6 +408,12 @@ TEST(MetricsRenderer, ExporterSelfMetrics) {
       2.0);
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_nodes"), 3.0);
   EXPECT_EQ(CountSamples(samples, "accelmon_build_info"), 1u);
+  // The version and the git revision of this build (tests/e2e/version_test.sh checks the
+  // revision against git itself).
+  EXPECT_EQ(
+      FindValue(samples, "accelmon_build_info", {{"version", kVersion}, {"revision", kRevision}}),
+      1.0);
+  EXPECT_NE(std::string(kRevision), "");
 }
 
 TEST(MetricsRenderer, DiagnosisSeriesHaveOneLabelSetWithEmptyDeviceAndLink) {
