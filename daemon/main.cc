@@ -8,10 +8,12 @@
 #include <vector>
 
 #include "daemon/agent/agent_command.h"
+#include "daemon/common/config_file.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/subcommand.h"
 #include "daemon/common/version.h"
 #include "daemon/exporter/exporter_command.h"
+#include "daemon/tools/config_commands.h"
 #include "daemon/tools/diagnose_command.h"
 #include "daemon/tools/loadgen_command.h"
 #include "daemon/tools/record_commands.h"
@@ -28,6 +30,7 @@ constexpr accelmon::SubcommandRegistrar kSubcommands[] = {
     accelmon::RegisterLoadgenCommand,     // simulated agents against an exporter
     accelmon::RegisterDiagnoseCommand,    // the diagnostics rules over a recording
     accelmon::RegisterSimulateCommand,    // a simulated fleet's reports, faster than real time
+    accelmon::RegisterConfigCommands,     // check config FILE, config defaults
 };
 
 }  // namespace
@@ -42,6 +45,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global flags (--log.level) also after the subcommand
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    // A bad config file: its errors are "FILE:LINE: what is wrong", one a line.
+    if (dynamic_cast<const CLI::ConfigError*>(&e) != nullptr) {
+      return std::string(e.what()) + "\n";
+    }
     return std::string("accelmon: ") + e.what() + " (see --help)\n";
   });
 
@@ -49,6 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--log.level", log_level, "Log level")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();
+
+  accelmon::AddConfigFileFlag(app);
 
   std::vector<accelmon::SubcommandRunner> runners;
   for (const auto registrar : kSubcommands) runners.push_back(registrar(app));
