@@ -318,6 +318,10 @@ void WriteFlag(std::ostringstream& out, const CLI::Option& op, const std::string
   for (std::string line; std::getline(help, line);) out << indent << "# " << line << "\n";
   const std::string type = TypeOf(op);
   std::string value = op.get_default_str();
+  // CLI11 shows a list option's default in brackets, "[localhost:9478]".
+  if (value.size() >= 2 && value.front() == '[' && value.back() == ']') {
+    value = value.substr(1, value.size() - 2);
+  }
   const bool flag = op.get_expected_min() == 0;
   bool commented = std::find(std::begin(kNotInDefaults), std::end(kNotInDefaults), name) !=
                    std::end(kNotInDefaults);
