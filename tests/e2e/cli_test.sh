@@ -94,4 +94,24 @@ if grep -f "$WORK/meminfo_families.txt" "$WORK/nomem.prom" >"$WORK/found.txt" ||
   fail "meminfo series with --no-collector.meminfo: $(head -n 3 "$WORK/found.txt")"
 fi
 stop nomem
+# --- the config file: check config (exit 0/1) and a bad file at start-up (FILE:LINE, exit 2)
+"$ACCELMON" config defaults >"$WORK/defaults.yaml"
+"$ACCELMON" check config "$WORK/defaults.yaml" >"$WORK/check.txt" ||
+  fail "check config rejects config defaults: $(cat "$WORK/check.txt")"
+grep -qx "$WORK/defaults.yaml: SUCCESS" "$WORK/check.txt" || fail "check config said: $(cat "$WORK/check.txt")"
+printf 'exporter:\n  node.expire-afer: 5m\n  record.retention: 5x\n  grpc.max-devices-per-node: [1]\n' \
+  >"$WORK/bad.yaml"
+set +e
+"$ACCELMON" check config "$WORK/bad.yaml" >"$WORK/check.txt" 2>&1
+rc_check=$?
+"$ACCELMON" exporter --config.file="$WORK/bad.yaml" --web.listen-address 127.0.0.1:0 \
+  --grpc.listen-address 127.0.0.1:0 >"$WORK/start.txt" 2>&1
+rc_start=$?
+set -e
+[ $rc_check -eq 1 ] || fail "check config of a bad file exited $rc_check"
+[ $rc_start -eq 2 ] || fail "exporter with a bad config file exited $rc_start: $(cat "$WORK/start.txt")"
+for line in 2 3 4; do
+  grep -q "^ *$WORK/bad.yaml:$line: " "$WORK/check.txt" || fail "check config missed line $line: $(cat "$WORK/check.txt")"
+  grep -q "^$WORK/bad.yaml:$line: " "$WORK/start.txt" || fail "start-up missed line $line: $(cat "$WORK/start.txt")"
+done
 echo "cli_test: ok"

@@ -60,13 +60,9 @@ grep -q '^accelmon:' "$root/etc/group" || fail "postinst made no accelmon group 
 "$root/usr/bin/accelmon" --version >"$WORK/version.txt" || fail "the installed accelmon does not run"
 [ "$(cat "$WORK/version.txt")" = "$("$ACCELMON" --version)" ] ||
   fail "installed $(cat "$WORK/version.txt"), built $("$ACCELMON" --version)"
-# LEAD: once deploy-config is merged, make this unconditional (drop the `if`), so that the
-# shipped /etc/accelmon/accelmon.yaml is checked by the installed binary.
-"$root/usr/bin/accelmon" --help >"$WORK/help.txt"
-if grep -Eq '^  check ' "$WORK/help.txt"; then
-  "$root/usr/bin/accelmon" check config "$root/etc/accelmon/accelmon.yaml" >"$WORK/check.log" 2>&1 ||
-    fail "accelmon check config rejects the shipped file: $(cat "$WORK/check.log")"
-fi
+# The shipped /etc/accelmon/accelmon.yaml is accepted by the installed binary.
+"$root/usr/bin/accelmon" check config "$root/etc/accelmon/accelmon.yaml" >"$WORK/check.log" 2>&1 ||
+  fail "accelmon check config rejects the shipped file: $(cat "$WORK/check.log")"
 
 # Remove keeps the admin's edited conffiles; purge removes them, the state, and every other file.
 echo 'ACCELMON_AGENT_ARGS="--exporter.address=exporter:9478"' >>"$root/etc/accelmon/agent.env"

@@ -48,14 +48,15 @@ grep -q 'exporter.address=accelmon-exporter:9477 is not' "$WORK/miswired.log" ||
         console.log(o.spec.template.spec.containers[0].args[0], a.split("=")[0]);' "$WORK/rendered.yaml" >"$WORK/flags.txt"
 [[ -s $WORK/flags.txt ]] || fail "no flags found in the rendered args"
 while read -r subcommand flag; do
-  "$ACCELMON" "$subcommand" --help >"$WORK/help-$subcommand.txt"
-  if ! grep -q -- "$flag\b" "$WORK/help-$subcommand.txt"; then
-    # Until the deploy-config branch (issue 19 points 1-2) is merged the binary has no
-    # --config.file; the manifests pass it already, as the deployment brief asks.
-    [[ $flag == --config.file ]] && { echo "note: accelmon $subcommand has no $flag yet"; continue; }
+  # The subcommand's flags and the global ones (--config.file, --log.level).
+  { "$ACCELMON" "$subcommand" --help; "$ACCELMON" --help; } >"$WORK/help-$subcommand.txt"
+  grep -q -- "$flag\b" "$WORK/help-$subcommand.txt" ||
     fail "accelmon $subcommand has no $flag (passed by deploy/kubernetes)"
-  fi
 done <"$WORK/flags.txt"
+
+# The ConfigMap's file (deploy/kubernetes/accelmon.yaml) is a config file accelmon accepts.
+"$ACCELMON" check config "$(dirname "$0")/../../deploy/kubernetes/accelmon.yaml" >"$WORK/check.log" 2>&1 ||
+  fail "check config rejects deploy/kubernetes/accelmon.yaml: $(cat "$WORK/check.log")"
 
 # The PrometheusRule's spec is a Prometheus rule file.
 "$NODE" -e '
