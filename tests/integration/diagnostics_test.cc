@@ -5,8 +5,10 @@
 #include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "accelmon/v1/diagnostics.grpc.pb.h"
@@ -140,6 +142,12 @@ class WatchClient {
   std::vector<v1::WatchEvent> events() {
     std::lock_guard lock(mu_);
     return events_;
+  }
+  // Without copying: tests poll this while thousands of events arrive.
+  size_t CountFindings(std::string_view rule) {
+    std::lock_guard lock(mu_);
+    return std::count_if(events_.begin(), events_.end(),
+                         [&](const v1::WatchEvent& e) { return e.finding().rule() == rule; });
   }
   bool ended() const { return ended_; }
   // Once ended.
@@ -392,32 +400,34 @@ TEST(DiagnosticsOnline, SlowWatcherNeverBlocksIngestAndStopIsClean) {
   WatchClient reading(exporter, v1::WatchRequest());
   ASSERT_TRUE(WaitFor([&] { return exporter.query()->watchers() == 2; }, 10s));
 
+  // In batches that the reading watcher's queue holds whole (8 findings a report, 64 reports
+  // < kWatchQueueCapacity events): on a loaded machine an unpaced reader may fall a queue behind
+  // and lose events by design. The stuck watcher never reads, so it overflows all the same.
   constexpr int kReports = 2000;
-  const auto start = std::chrono::steady_clock::now();
+  constexpr int kBatch = 64;
+  static_assert(8 * kBatch < QueryService::kWatchQueueCapacity);
+  // Each device's nvlink0 goes down at 3, 5, ... 1999 and up at 4, ... 2000: one finding event
+  // per device and report from the third on.
+  const auto link_events_until = [](int seq) {
+    return 8u * static_cast<size_t>(std::max(0, seq - 2));
+  };
   {
     IngestClient ingest(exporter);
     for (int i = 1; i <= kReports; ++i) {
       // 8 devices of 16 links: about 20 KiB a report, far beyond the stuck client's window.
       ASSERT_EQ(ingest.Send(Report("n5", i, i % 2 == 0, "1.2.0", 8, 16)), v1::Ack::STATUS_APPLIED);
+      if (i % kBatch == 0 || i == kReports) {
+        ASSERT_TRUE(WaitFor(
+            [&] { return reading.CountFindings("link_down") == link_events_until(i); }, 30s))
+            << "after report " << i << ": " << reading.CountFindings("link_down");
+      }
     }
   }
-  const auto took = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(took, 60s);
   EXPECT_EQ(exporter.stats().reports_applied.load(), static_cast<uint64_t>(kReports));
   EXPECT_GT(exporter.query()->dropped(), 0u) << "the stuck watcher lost its oldest events";
-  // The reading watcher lost nothing: each device's nvlink0 went down at 3, 5, ... 1999 and up
-  // at 4, ... 2000.
-  const auto link_down_events = [&] {
-    size_t n = 0;
-    for (const v1::WatchEvent& e : reading.events()) n += e.finding().rule() == "link_down";
-    return n;
-  };
-  EXPECT_TRUE(WaitFor([&] { return link_down_events() == 8 * 2 * 999; }, 30s))
-      << link_down_events();
 
-  const auto stop_start = std::chrono::steady_clock::now();
+  // Stop returns (a hang fails the test by its ctest timeout) and ends every stream.
   exporter.Stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - stop_start, 10s);
   EXPECT_EQ(exporter.query()->watchers(), 0u);
   ASSERT_TRUE(WaitFor([&] { return reading.ended(); }, 10s));
   EXPECT_TRUE(reading.status().ok()) << reading.status().error_message();
