@@ -1,6 +1,7 @@
 #include "diagnostics/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -198,12 +199,94 @@ v1::Evidence TextEvidence(std::string_view name, std::string_view text) {
   return e;
 }
 
-Engine::Engine(Config config, std::span<const RuleDefinition> rules) : config_(std::move(config)) {
+Engine::Engine(Config config, std::span<const RuleDefinition> rules)
+    : config_(std::move(config)), all_rules_(rules) {
   for (const RuleDefinition& rule : rules) {
     if (!rule.enabled(config_)) continue;
     rules_.push_back(&rule);
     if (rule.make_job != nullptr) job_rules_.push_back(&rule);
   }
+}
+
+namespace {
+
+// Where each of `before` is in `after` (nullopt: no longer there).
+std::vector<std::optional<size_t>> NewPositions(const std::vector<const RuleDefinition*>& before,
+                                                const std::vector<const RuleDefinition*>& after) {
+  std::vector<std::optional<size_t>> out;
+  for (const RuleDefinition* rule : before) {
+    const auto it = std::find(after.begin(), after.end(), rule);
+    out.push_back(it == after.end() ? std::nullopt
+                                    : std::optional(static_cast<size_t>(it - after.begin())));
+  }
+  return out;
+}
+
+}  // namespace
+
+void Engine::Reconfigure(Config config) {
+  config_ = std::move(config);  // in place: the rules' references now see the new values
+  std::vector<const RuleDefinition*> rules;
+  std::vector<const RuleDefinition*> job_rules;
+  for (const RuleDefinition& rule : all_rules_) {
+    if (!rule.enabled(config_)) continue;
+    rules.push_back(&rule);
+    if (rule.make_job != nullptr) job_rules.push_back(&rule);
+  }
+  const auto node_moves = NewPositions(rules_, rules);
+  const auto job_moves = NewPositions(job_rules_, job_rules);
+  const auto close = [&](v1::Finding& f, int64_t at_ns) {
+    *f.mutable_end() = TimestampFromNanos(std::max(at_ns, ToNanos(f.start())));
+    ++stats_.closed;
+    if (listener_) listener_(Change::kClosed, f);
+  };
+
+  for (auto& [name, state] : nodes_) {
+    std::vector<std::unique_ptr<Rule>> kept(rules.size());
+    for (size_t i = 0; i < state->rules.size(); ++i) {
+      if (node_moves[i]) kept[*node_moves[i]] = std::move(state->rules[i]);
+    }
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const bool was_enabled = std::find(rules_.begin(), rules_.end(), rules[i]) != rules_.end();
+      if (!was_enabled && rules[i]->make != nullptr) kept[i] = rules[i]->make(config_);
+    }
+    state->rules = std::move(kept);
+    std::map<FindingKey, NodeState::Open> open;
+    for (auto& [key, finding] : state->open) {
+      const auto moved = node_moves[std::get<0>(key)];
+      if (!moved) {
+        close(finding.finding, state->last_ns);
+        continue;
+      }
+      open.emplace(FindingKey{*moved, std::get<1>(key), std::get<2>(key)}, std::move(finding));
+    }
+    state->open = std::move(open);
+  }
+  for (auto& [name, state] : jobs_) {
+    std::vector<std::unique_ptr<JobRule>> kept(job_rules.size());
+    for (size_t i = 0; i < state->rules.size(); ++i) {
+      if (job_moves[i]) kept[*job_moves[i]] = std::move(state->rules[i]);
+    }
+    for (size_t i = 0; i < job_rules.size(); ++i) {
+      if (!kept[i]) kept[i] = job_rules[i]->make_job(config_);
+    }
+    state->rules = std::move(kept);
+    std::map<JobFindingKey, JobState::Open> open;
+    for (auto& [key, finding] : state->open) {
+      const auto moved = job_moves[std::get<0>(key)];
+      if (!moved) {
+        const auto node = nodes_.find(std::get<1>(key));
+        close(finding.finding,
+              node == nodes_.end() ? ToNanos(finding.finding.start()) : node->second->last_ns);
+        continue;
+      }
+      open.emplace(JobFindingKey{*moved, std::get<1>(key), std::get<2>(key), std::get<3>(key)},
+                   std::move(finding));
+    }
+    state->open = std::move(open);
+  }
+  rules_ = std::move(rules);
+  job_rules_ = std::move(job_rules);
 }
 
 Engine::~Engine() = default;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,11 @@ class Engine {
 
   void set_listener(FindingListener listener) { listener_ = std::move(listener); }
 
+  // New thresholds (a reload). Rules that stay enabled keep their state and judge the next report
+  // by the new values; a rule enabled now starts on each node's next report; a rule disabled now
+  // closes its open findings at their node's last report (through the listener).
+  void Reconfigure(Config config);
+
   // Feeds one report. Each node's reports must come in time order; one not newer than the
   // node's previous report is skipped and counted.
   void Process(const v1::NodeReport& report);
@@ -72,7 +78,9 @@ class Engine {
   // Sets `finding.consequence_of` from the job's recent openings and records this one.
   void NoteOpening(v1::Finding& finding, int64_t now_ns);
 
+  // Rules keep references into it (rule.h): assigned in place, never moved.
   Config config_;
+  std::span<const RuleDefinition> all_rules_;     // enabled or not
   std::vector<const RuleDefinition*> rules_;      // enabled ones
   std::vector<const RuleDefinition*> job_rules_;  // enabled ones with a job part
   std::map<std::string, std::unique_ptr<NodeState>, std::less<>> nodes_;

@@ -7,6 +7,10 @@
 // they read only the reports (never the wall clock), so the exporter online and `accelmon
 // diagnose` offline find the same things in the same reports.
 //
+// A rule keeps a reference to its section of the engine's config, never a copy: a reload
+// (Engine::Reconfigure) changes its thresholds from the next report on while its state stays.
+// What a rule derives from a threshold it must derive again when the threshold changes.
+//
 // A job rule instance belongs to one job (a device's job: its first holder with a non-empty job)
 // and sees, report by report and whichever node they come from, that job's devices in each
 // node's report (JobSlice). It keeps its own state per node and raises every finding of the job

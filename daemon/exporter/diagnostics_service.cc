@@ -37,7 +37,7 @@ const std::string& NodeName(const std::string& node) { return node; }
 constexpr size_t kMaxBatch = 16;
 
 DiagnosticsService::DiagnosticsService(DiagnosticsOptions options, NodeStore& store)
-    : options_(std::move(options)), store_(store) {
+    : options_(std::move(options)), store_(store), config_file_(options_.config_file) {
   if (options_.config) {
     engine_ = std::make_unique<diagnostics::Engine>(*options_.config);
     // The listener runs inside Process/ForgetNode, with mu_ held.
@@ -72,10 +72,28 @@ void DiagnosticsService::Stop() {
 
 std::string DiagnosticsService::Describe() const {
   if (!engine_) return "off (--no-diagnostics)";
+  std::lock_guard lock(mu_);
   const std::vector<std::string> ids = engine_->rule_ids();
-  return fmt::format(
-      "{} rules ({}) with config {}", ids.size(), fmt::join(ids, ", "),
-      options_.config_file.empty() ? std::string("built-in defaults") : options_.config_file);
+  return fmt::format("{} rules ({}) with config {}", ids.size(), fmt::join(ids, ", "),
+                     config_file_.empty() ? std::string("built-in defaults") : config_file_);
+}
+
+void DiagnosticsService::Reconfigure(diagnostics::Config config, std::string config_file) {
+  if (!engine_) return;
+  std::vector<Change> changes;
+  std::vector<std::shared_ptr<Watcher>> flush;
+  {
+    std::lock_guard lock(mu_);  // between two batches of the worker
+    engine_->Reconfigure(std::move(config));
+    config_file_ = std::move(config_file);
+    for (const std::string& rule : engine_->rule_ids()) {
+      opened_.try_emplace({rule, std::string(diagnostics::kWarning)}, 0);
+      opened_.try_emplace({rule, std::string(diagnostics::kCritical)}, 0);
+    }
+    DispatchLocked(nullptr, changes, flush);
+    SwapSnapshotLocked(/*findings_changed=*/true);
+  }
+  Publish(changes, flush);
 }
 
 bool DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index) {

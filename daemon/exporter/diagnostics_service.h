@@ -140,6 +140,11 @@ class DiagnosticsService {
   // "N rules (a, b, ...) with config FILE" for the start-up log.
   std::string Describe() const;
 
+  // New thresholds from `config_file` (a reload; "" for the built-in defaults): see
+  // diagnostics::Engine::Reconfigure. Findings a disabled rule closes go to Watch and the log.
+  // Nothing to do with diagnostics off (--no-diagnostics is not changed by a reload).
+  void Reconfigure(diagnostics::Config config, std::string config_file);
+
  private:
   struct Change {
     diagnostics::Change change;
@@ -178,6 +183,7 @@ class DiagnosticsService {
 
   const DiagnosticsOptions options_;
   NodeStore& store_;
+  std::string config_file_;  // with mu_; options_.config_file until a reload
 
   // The hand-off from ingest to the worker.
   std::mutex queue_mu_;

@@ -133,7 +133,7 @@ class EccErrorsRule final : public Rule {
     return r;
   }
 
-  const EccErrorsConfig config_;
+  const EccErrorsConfig& config_;  // the engine's: a reload changes it
   std::map<std::string, State, std::less<>> states_;
 };
 

@@ -104,7 +104,7 @@ class FirmwareBelowMinimumRule final : public Rule {
     return r;
   }
 
-  const FirmwareBelowMinimumConfig config_;
+  const FirmwareBelowMinimumConfig& config_;  // the engine's: a reload changes it
 };
 
 }  // namespace

@@ -100,7 +100,7 @@ class HostOomKillRule final : public Rule {
     return r;
   }
 
-  const HostOomKillConfig config_;
+  const HostOomKillConfig& config_;  // the engine's: a reload changes it
   std::optional<uint64_t> last_total_;
   std::optional<uint64_t> last_full_us_;
   int64_t last_full_ns_ = 0;

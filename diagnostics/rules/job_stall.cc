@@ -208,8 +208,8 @@ class JobStallRule final : public Rule {
     context.Raise(Subject{}, std::move(raised));
   }
 
-  const JobStallConfig config_;
-  Slots<DeviceState> devices_;  // by DeviceKey
+  const JobStallConfig& config_;  // the engine's: a reload changes it
+  Slots<DeviceState> devices_;    // by DeviceKey
   std::map<std::string, Group, std::less<>> groups_;
   std::string device_key_;  // scratch
 };
@@ -361,7 +361,7 @@ class JobStallAcrossNodesRule final : public JobRule {
     context.Raise(first_node, Subject{}, std::move(raised));
   }
 
-  const JobStallConfig config_;
+  const JobStallConfig& config_;                           // the engine's: a reload changes it
   std::map<std::string, NodeDevices, std::less<>> nodes_;  // the job's nodes, by name
 };
 

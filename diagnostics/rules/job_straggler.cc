@@ -302,7 +302,7 @@ class JobStragglerRule final : public JobRule {
     context.Raise(name, Subject{}, std::move(raised));
   }
 
-  const JobStragglerConfig config_;
+  const JobStragglerConfig& config_;                     // the engine's: a reload changes it
   std::map<std::string, NodeRanks, std::less<>> nodes_;  // the job's nodes, by name
   std::optional<Measure> measure_;
   double median_ = 0;

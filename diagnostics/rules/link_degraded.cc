@@ -229,8 +229,8 @@ class LinkDegradedRule final : public Rule {
     context.Raise(subject, std::move(raised));
   }
 
-  const LinkDegradedConfig config_;
-  Slots<Slots<LinkState>> devices_;  // by DeviceKey, then link name
+  const LinkDegradedConfig& config_;  // the engine's: a reload changes it
+  Slots<Slots<LinkState>> devices_;   // by DeviceKey, then link name
   Slots<LinkState> host_;
   std::vector<Entry> entries_;           // scratch, reused across reports
   std::vector<double> rates_;            // scratch

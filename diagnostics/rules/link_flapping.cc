@@ -12,10 +12,7 @@ namespace {
 
 class LinkFlappingRule final : public Rule {
  public:
-  explicit LinkFlappingRule(const LinkFlappingConfig& config)
-      : changes_(config.changes),
-        window_ns_(static_cast<int64_t>(config.window_seconds * 1e9)),
-        window_seconds_(config.window_seconds) {}
+  explicit LinkFlappingRule(const LinkFlappingConfig& config) : config_(config) {}
 
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     for (int i = 0; i < report.devices_size(); ++i) {
@@ -49,15 +46,16 @@ class LinkFlappingRule final : public Rule {
   void ObserveLink(LinkState& s, const v1::DeviceTelemetry* device, const v1::Link& link,
                    RuleContext& context) {
     const int64_t now = context.now_ns();
+    const int64_t window_ns = static_cast<int64_t>(config_.window_seconds * 1e9);
     if (link.has_up()) {
       if (s.known && s.up != link.up()) s.changes_ns.push_back(now);
       s.known = true;
       s.up = link.up();
     }
-    while (!s.changes_ns.empty() && s.changes_ns.front() <= now - window_ns_) {
+    while (!s.changes_ns.empty() && s.changes_ns.front() <= now - window_ns) {
       s.changes_ns.pop_front();
     }
-    if (changes_ == 0 || s.changes_ns.size() < changes_) return;
+    if (config_.changes == 0 || s.changes_ns.size() < config_.changes) return;
 
     Raised raised;
     raised.plot = "link_up";
@@ -67,20 +65,18 @@ class LinkFlappingRule final : public Rule {
                                   : std::string(" of the host");
     raised.summary = "link " + link.name() + where +
                      " flapping: " + std::to_string(s.changes_ns.size()) + " up/down changes in " +
-                     std::to_string(static_cast<int64_t>(window_seconds_)) + " s";
+                     std::to_string(static_cast<int64_t>(config_.window_seconds)) + " s";
     raised.evidence.push_back(
         NumberEvidence("changes", static_cast<double>(s.changes_ns.size()), "count"));
-    raised.evidence.push_back(NumberEvidence("window", window_seconds_, "seconds"));
+    raised.evidence.push_back(NumberEvidence("window", config_.window_seconds, "seconds"));
     raised.evidence.push_back(NumberEvidence("link_up", s.up ? 1 : 0, "bool"));
     context.Raise(device != nullptr ? DeviceSubject(*device, link.name())
                                     : Subject{.device = {}, .device_uuid = {}, .link = link.name()},
                   std::move(raised));
   }
 
-  const uint32_t changes_;
-  const int64_t window_ns_;
-  const double window_seconds_;
-  Slots<Slots<LinkState>> devices_;  // by DeviceKey, then link name
+  const LinkFlappingConfig& config_;  // the engine's: a reload changes it
+  Slots<Slots<LinkState>> devices_;   // by DeviceKey, then link name
   Slots<LinkState> host_;
   std::string device_key_;
 };

@@ -116,7 +116,7 @@ class MemoryFragmentationRule final : public Rule {
     return r;
   }
 
-  const MemoryFragmentationConfig config_;
+  const MemoryFragmentationConfig& config_;  // the engine's: a reload changes it
   std::map<std::string, int64_t, std::less<>> since_;
 };
 

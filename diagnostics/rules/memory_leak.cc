@@ -161,7 +161,7 @@ class MemoryLeakRule final : public Rule {
     return r;
   }
 
-  const MemoryLeakConfig config_;
+  const MemoryLeakConfig& config_;  // the engine's: a reload changes it
   std::map<std::string, State, std::less<>> states_;
 };
 

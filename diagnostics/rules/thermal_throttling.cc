@@ -136,7 +136,7 @@ class ThermalThrottlingRule final : public Rule {
     return r;
   }
 
-  const ThermalThrottlingConfig config_;
+  const ThermalThrottlingConfig& config_;  // the engine's: a reload changes it
   std::map<std::string, State, std::less<>> states_;
 };
 

@@ -72,13 +72,14 @@ class BucketWindow {
 
 class ThroughputDropRule final : public Rule {
  public:
-  explicit ThroughputDropRule(const ThroughputDropConfig& config)
-      : config_(config),
-        bucket_ns_(std::max<int64_t>(
-            1, static_cast<int64_t>(config.baseline_seconds * 1e9 / BucketWindow::kBuckets))),
-        max_cover_seconds_(std::max(60.0, 2 * config.baseline_seconds / BucketWindow::kBuckets)) {}
+  explicit ThroughputDropRule(const ThroughputDropConfig& config) : config_(config) { Size(); }
 
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
+    // A reload changed the baseline's length: the buckets span other times now, start over.
+    if (config_.baseline_seconds != baseline_seconds_) {
+      Size();
+      devices_ = {};
+    }
     for (int i = 0; i < report.devices_size(); ++i) ObserveDevice(i, report.devices(i), context);
   }
 
@@ -232,9 +233,18 @@ class ThroughputDropRule final : public Rule {
     context.Raise(DeviceSubject(device), std::move(raised));
   }
 
-  const ThroughputDropConfig config_;
-  const int64_t bucket_ns_;
-  const double max_cover_seconds_;
+  // The baseline's buckets, from config_.baseline_seconds.
+  void Size() {
+    baseline_seconds_ = config_.baseline_seconds;
+    bucket_ns_ = std::max<int64_t>(
+        1, static_cast<int64_t>(baseline_seconds_ * 1e9 / BucketWindow::kBuckets));
+    max_cover_seconds_ = std::max(60.0, 2 * baseline_seconds_ / BucketWindow::kBuckets);
+  }
+
+  const ThroughputDropConfig& config_;  // the engine's: a reload changes it
+  double baseline_seconds_ = 0;         // what the buckets were sized for
+  int64_t bucket_ns_ = 1;
+  double max_cover_seconds_ = 60;
   Slots<DeviceState> devices_;  // by DeviceKey
   std::string device_key_;      // scratch
 };

@@ -140,7 +140,7 @@ class XidErrorRule final : public Rule {
     return r;
   }
 
-  const XidErrorConfig config_;
+  const XidErrorConfig& config_;      // the engine's: a reload changes it
   std::map<std::string, Held> held_;  // by subject key
 };
 

@@ -2,6 +2,8 @@
 // closes, and what out-of-order reports and missing devices do.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "diagnostics/engine.h"
 
 namespace accelmon::diagnostics {
@@ -154,6 +156,100 @@ TEST(EngineRules, EveryRuleHasAnIdAndRunsUnlessDisabled) {
   EXPECT_EQ(std::count(ids.begin(), ids.end(), "job_stall"), 0);
   EXPECT_EQ(ids.front(), "memory_fragmentation");
   EXPECT_EQ(ids.back(), "device_lost");
+}
+
+// A device 40 % fragmented with most of its memory free, at `seconds`.
+v1::NodeReport FragmentedReport(int64_t seconds) {
+  v1::NodeReport r;
+  r.set_node("n1");
+  r.mutable_timestamp()->set_seconds(seconds);
+  auto& d = *r.add_devices();
+  d.mutable_identity()->set_index(0);
+  d.mutable_identity()->set_uuid("GPU-0");
+  d.mutable_memory()->set_total_bytes(80ull << 30);
+  d.mutable_memory()->set_free_bytes(60ull << 30);
+  d.mutable_memory()->set_fragmentation_ratio(0.4);
+  return r;
+}
+
+struct Reconfigured : ::testing::Test {
+  Reconfigured() {
+    engine.set_listener([this](Change c, const v1::Finding& f) { changes.push_back({c, f}); });
+  }
+  Engine engine{Config{}};
+  std::vector<Recorded> changes;
+};
+
+TEST_F(Reconfigured, ALowerThresholdJudgesTheNextReport) {
+  engine.Process(FragmentedReport(100));
+  EXPECT_TRUE(changes.empty()) << "0.4 is under the default ratio 0.5";
+  Config lower;
+  lower.memory_fragmentation.ratio = 0.3;
+  engine.Reconfigure(lower);
+  EXPECT_TRUE(changes.empty()) << "nothing is judged until a report comes";
+  engine.Process(FragmentedReport(101));
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].change, Change::kOpened);
+  EXPECT_EQ(changes[0].finding.rule(), "memory_fragmentation");
+  EXPECT_EQ(engine.config().memory_fragmentation.ratio, 0.3);
+}
+
+TEST_F(Reconfigured, RulesThatStayKeepTheirStateAndOpenFindings) {
+  // link_flapping counts changes over its window: 3 flaps open it (changes: 3).
+  const auto flap = [&](int64_t seconds, bool up) {
+    v1::NodeReport r = FragmentedReport(seconds);
+    auto& link = *r.mutable_devices(0)->add_links();
+    link.set_name("nvlink0");
+    link.set_up(up);
+    engine.Process(r);
+  };
+  Config config;
+  config.link_flapping.changes = 3;
+  engine.Reconfigure(config);
+  flap(100, true);
+  flap(101, false);
+  flap(102, true);
+  flap(103, false);
+  const auto flapping = [&] {
+    return std::count_if(changes.begin(), changes.end(),
+                         [](const Recorded& r) { return r.finding.rule() == "link_flapping"; });
+  };
+  ASSERT_EQ(flapping(), 1) << "opened";
+  config.memory_fragmentation.ratio = 0.45;  // another rule's threshold
+  engine.Reconfigure(config);
+  flap(104, false);
+  EXPECT_EQ(flapping(), 1) << "still open: the rule kept its window of changes";
+  config.link_flapping.changes = 5;  // its own: judged on the window it kept
+  engine.Reconfigure(config);
+  flap(105, true);
+  ASSERT_EQ(flapping(), 2);
+  EXPECT_EQ(changes.back().change, Change::kClosed) << "4 changes are fewer than 5 now";
+}
+
+TEST_F(Reconfigured, ADisabledRuleClosesItsFindingsAndAnEnabledOneStarts) {
+  Config config;
+  config.memory_fragmentation.ratio = 0.3;
+  engine.Reconfigure(config);
+  engine.Process(FragmentedReport(100));
+  ASSERT_EQ(changes.size(), 1u);
+
+  config.memory_fragmentation.enabled = false;
+  engine.Reconfigure(config);
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[1].change, Change::kClosed);
+  EXPECT_EQ(changes[1].finding.end().seconds(), 100) << "at the node's last report";
+  EXPECT_TRUE(engine.OpenFindings().empty());
+  const auto ids = engine.rule_ids();
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), "memory_fragmentation"), 0);
+  engine.Process(FragmentedReport(101));
+  EXPECT_EQ(changes.size(), 2u);
+
+  config.memory_fragmentation.enabled = true;
+  engine.Reconfigure(config);
+  engine.Process(FragmentedReport(102));
+  ASSERT_EQ(changes.size(), 3u);
+  EXPECT_EQ(changes[2].change, Change::kOpened);
+  EXPECT_EQ(changes[2].finding.start().seconds(), 102) << "a fresh start";
 }
 
 }  // namespace
