@@ -10,6 +10,7 @@
 #include "daemon/agent/agent_command.h"
 #include "daemon/common/config_file.h"
 #include "daemon/common/exit_codes.h"
+#include "daemon/common/reload.h"
 #include "daemon/common/subcommand.h"
 #include "daemon/common/version.h"
 #include "daemon/exporter/exporter_command.h"
@@ -21,6 +22,8 @@
 #include "daemon/tools/standalone_command.h"
 
 namespace {
+
+constexpr const char* kDefaultLogLevel = "info";
 
 constexpr accelmon::SubcommandRegistrar kSubcommands[] = {
     accelmon::RegisterAgentCommand,       // collect on a node, stream to an exporter
@@ -52,7 +55,7 @@ int main(int argc, char** argv) {
     return std::string("accelmon: ") + e.what() + " (see --help)\n";
   });
 
-  std::string log_level = "info";
+  std::string log_level = kDefaultLogLevel;
   app.add_option("--log.level", log_level, "Log level")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -68,6 +71,21 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? accelmon::kExitOk : accelmon::kExitUsage;
   }
+
+  // For reloads (SIGHUP, POST /-/reload): the same arguments, parsed again by the same CLI.
+  accelmon::SetCommandLine(accelmon::CommandLine{.app = &app,
+                                                 .parse_again =
+                                                     [&app, &log_level, argc, argv] {
+                                                       const std::string before = log_level;
+                                                       log_level = kDefaultLogLevel;
+                                                       try {
+                                                         app.parse(argc, argv);
+                                                       } catch (...) {
+                                                         log_level = before;
+                                                         throw;
+                                                       }
+                                                     },
+                                                 .log_level = &log_level});
 
   auto logger = spdlog::stderr_color_mt("accelmon");
   spdlog::set_default_logger(logger);

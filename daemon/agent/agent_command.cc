@@ -14,6 +14,7 @@
 #include "daemon/common/cli_validators.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
+#include "daemon/common/reload.h"
 #include "daemon/common/sd_notify.h"
 #include "daemon/common/shutdown_signals.h"
 #include "daemon/common/tls_flags.h"
@@ -222,7 +223,7 @@ struct AgentCommand {
 };
 
 // A bad TLS, scenario, push socket or spool setting exits 2 before anything starts.
-int RunAgent(const AgentCommand& c) {
+int RunAgent(AgentCommand& c, const AgentCommand& defaults) {
   if (auto error = CheckClientTls(c.tls)) {
     std::fprintf(stderr, "accelmon: %s\n", error->c_str());
     return kExitUsage;
@@ -266,7 +267,15 @@ int RunAgent(const AgentCommand& c) {
   uplink.Start();
   agent.Start();
   spdlog::info("agent streaming to {}", fmt::join(c.exporter_addresses, ", "));
-  WaitForShutdownSignal(signals);
+  // SIGHUP: the log level from the command line and config file parsed again (reload.h).
+  const CommandLine* command_line = GetCommandLine();
+  std::map<std::string, std::string> given;
+  if (command_line != nullptr) given = GivenFlags(*command_line->app);
+  WaitForShutdownSignal(signals, [&] {
+    if (command_line == nullptr) return;
+    TypedFlagsReparse<AgentCommand> reparse(*command_line, c, defaults);
+    ReloadLogLevelOnly(reparse, given, "SIGHUP");
+  });
   SdNotify("STOPPING=1");
   StopAgent(agent, uplink);
   const uint64_t unacknowledged = uplink.stats().pending;
@@ -300,11 +309,12 @@ SubcommandRunner RegisterAgentCommand(CLI::App& app) {
       ->check(kSpoolSize)
       ->capture_default_str();
   AddGrpcClientTlsFlags(*cmd, c->tls);
-  return [c, cmd]() -> std::optional<int> {
+  auto defaults = std::make_shared<const AgentCommand>(*c);  // what a reload resets to
+  return [c, defaults, cmd]() -> std::optional<int> {
     if (!cmd->parsed()) return std::nullopt;
     NotePushSocketSet(*cmd, c->collectors);
     ImplyClientTls(c->tls);
-    return RunAgent(*c);
+    return RunAgent(*c, *defaults);
   };
 }
 

@@ -10,14 +10,26 @@ sigset_t BlockShutdownSignals() {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
 }
 
-void WaitForShutdownSignal(const sigset_t& set) {
-  int sig = 0;
-  sigwait(&set, &sig);
-  spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+void WaitForShutdownSignal(const sigset_t& set, const std::function<void()>& on_hangup) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      if (on_hangup) {
+        on_hangup();
+      } else {
+        spdlog::info("received SIGHUP: nothing to reload here, ignored");
+      }
+      continue;
+    }
+    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    return;
+  }
 }
 
 }  // namespace accelmon

@@ -35,6 +35,8 @@ Exporter::~Exporter() { Stop(); }
 
 void Exporter::Start() {
   RouteProtobufLogsToSpdlog();  // a client sending bad UTF-8 must not flood the log
+  stats_.config_reload_success_seconds =
+      std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
   service_ = std::make_unique<IngestService>(store_, stats_);
   diagnostics_ = std::make_unique<DiagnosticsService>(
       DiagnosticsOptions{.config = options_.diagnostics,
@@ -137,6 +139,21 @@ void Exporter::Stop() {
     recorder_.reset();  // syncs and unlocks the directory
   }
   http_.reset();
+}
+
+std::optional<std::string> Exporter::Reconfigure(const ExporterOptions& next) {
+  if (!http_) return std::string("the exporter is not serving");
+  if (auto refused = http_->Reconfigure(next.web_config)) return refused;
+  store_.Reconfigure(next.node_expire_after, next.limits);
+  service_->set_max_reports_per_second(next.max_reports_per_second);
+  if (next.diagnostics && diagnostics_) {
+    diagnostics_->Reconfigure(*next.diagnostics, next.diagnostics_config_file);
+  }
+  return std::nullopt;
+}
+
+void Exporter::set_reload(std::function<std::string()> reload) {
+  if (http_) http_->set_reload(std::move(reload));
 }
 
 int Exporter::web_port() const { return http_ ? http_->port() : 0; }

@@ -4,6 +4,7 @@
 #include <grpcpp/server.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,14 @@ class Exporter {
   void Start();
   // Stops accepting, ends open streams, closes the recording, and stops serving HTTP.
   void Stop();
+
+  // A reload, once started: applies what may change live from `next` (node expiry, limits, the
+  // per-stream read rate, the web config's basic auth and certificate, the diagnostics
+  // thresholds) and ignores the rest, which the caller compares itself. When the web config
+  // cannot change live, nothing changes and the reason is returned.
+  std::optional<std::string> Reconfigure(const ExporterOptions& next);
+  // POST /-/reload calls `reload` (--web.enable-lifecycle); unset, it answers 403.
+  void set_reload(std::function<std::string()> reload);
 
   int grpc_port() const { return grpc_port_; }
   int web_port() const;

@@ -13,6 +13,7 @@
 #include "daemon/common/sd_notify.h"
 #include "daemon/common/shutdown_signals.h"
 #include "daemon/common/tls_flags.h"
+#include "daemon/exporter/config_reload.h"
 #include "daemon/exporter/web_config.h"
 
 namespace accelmon {
@@ -75,18 +76,18 @@ std::optional<recording::RecorderOptions> ToRecorderOptions(const ExporterFlags&
 
 }  // namespace
 
-std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
+std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f, std::string* error) {
   ExporterOptions options = ToExporterOptions(f);
   options.grpc_tls = f.grpc_tls;
-  if (auto error = CheckServerTls(options.grpc_tls)) {
-    std::fprintf(stderr, "accelmon: %s\n", error->c_str());
+  if (auto tls_error = CheckServerTls(options.grpc_tls)) {
+    *error = *tls_error;
     return std::nullopt;
   }
   if (!f.web_config_file.empty()) {
     try {
       options.web_config = LoadWebConfig(f.web_config_file);
     } catch (const WebConfigError& e) {
-      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      *error = e.what();
       return std::nullopt;
     }
   }
@@ -97,18 +98,21 @@ std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
       options.diagnostics = diagnostics::LoadConfig(f.diagnostics_config);  // "FILE:LINE: what"
       options.diagnostics_config_file = f.diagnostics_config;
     } catch (const diagnostics::ConfigError& e) {
-      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      *error = e.what();
       return std::nullopt;
     }
   }
   if (!f.record_dir.empty()) {
-    std::string error;
-    options.recording = ToRecorderOptions(f, &error);
-    if (!options.recording) {
-      std::fprintf(stderr, "accelmon: %s\n", error.c_str());
-      return std::nullopt;
-    }
+    options.recording = ToRecorderOptions(f, error);
+    if (!options.recording) return std::nullopt;
   }
+  return options;
+}
+
+std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f) {
+  std::string error;
+  auto options = LoadExporterOptions(f, &error);
+  if (!options) std::fprintf(stderr, "accelmon: %s\n", error.c_str());
   return options;
 }
 
@@ -154,6 +158,9 @@ void AddExporterFlags(CLI::App& cmd, ExporterFlags& f) {
       "YAML thresholds of the diagnostics rules (docs/diagnostics.md); default: built-in");
   cmd.add_flag("--no-diagnostics", f.no_diagnostics,
                "Run no diagnostics rules (no accelmon_diagnosis_* series, no findings)");
+  cmd.add_flag("--web.enable-lifecycle", f.web_enable_lifecycle,
+               "Reload the configuration on POST /-/reload (behind the web config's TLS and basic "
+               "auth), as SIGHUP does; off: 403");
 }
 
 void AddRecordFlags(CLI::App& cmd, ExporterFlags& f) {
@@ -184,7 +191,7 @@ void AddRecordFlags(CLI::App& cmd, ExporterFlags& f) {
 
 namespace {
 
-int RunExporter(const ExporterFlags& flags) {
+int RunExporter(ExporterFlags& flags, const ExporterFlags& defaults) {
   auto options = LoadExporterOptions(flags);
   if (!options) return kExitUsage;
   const sigset_t signals = BlockShutdownSignals();
@@ -197,8 +204,20 @@ int RunExporter(const ExporterFlags& flags) {
   }
   // Both ports listen (and the recording is open): systemd may start what depends on us.
   SdNotify("READY=1\nSTATUS=serving /metrics and agent streams");
-  WaitForShutdownSignal(signals);
+  std::unique_ptr<ExporterReloader> reloader;
+  if (const CommandLine* command_line = GetCommandLine()) {
+    reloader = StartReloads(
+        std::make_unique<TypedFlagsReparse<ExporterFlags>>(*command_line, flags, defaults), flags,
+        exporter);
+  }
+  WaitForShutdownSignal(signals, [&] {
+    if (!reloader) return;
+    SdNotify("RELOADING=1");
+    reloader->Reload("SIGHUP");
+    SdNotify("READY=1");
+  });
   SdNotify("STOPPING=1");
+  if (reloader) reloader->Close();
   exporter.Stop();
   return kExitOk;
 }
@@ -212,9 +231,10 @@ SubcommandRunner RegisterExporterCommand(CLI::App& app) {
   AddExporterFlags(*cmd, *flags);
   AddRecordFlags(*cmd, *flags);
   AddGrpcServerTlsFlags(*cmd, flags->grpc_tls);
-  return [flags, cmd]() -> std::optional<int> {
+  auto defaults = std::make_shared<const ExporterFlags>(*flags);  // what a reload resets to
+  return [flags, defaults, cmd]() -> std::optional<int> {
     if (!cmd->parsed()) return std::nullopt;
-    return RunExporter(*flags);
+    return RunExporter(*flags, *defaults);
   };
 }
 

@@ -27,6 +27,8 @@ struct ExporterFlags {
   // Thresholds of the diagnostics rules (YAML; empty: built-in); a bad file exits 2.
   std::string diagnostics_config;
   bool no_diagnostics = false;
+  // POST /-/reload reloads the configuration (as Prometheus' flag); off: 403.
+  bool web_enable_lifecycle = false;
   // The flight recorder (--record.*); an empty dir turns it off. A bad value exits 2; a directory
   // that cannot be created, written or locked (another exporter records into it) exits 1, like a
   // port in use.
@@ -46,6 +48,8 @@ void AddRecordFlags(CLI::App& cmd, ExporterFlags& f);
 // Settings that name files are checked before anything starts; a bad one is a usage error
 // (exit 2), said on stderr.
 std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f);
+// The same, for a reload: the reason in `error` instead.
+std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f, std::string* error);
 
 SubcommandRunner RegisterExporterCommand(CLI::App& app);
 

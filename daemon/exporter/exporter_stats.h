@@ -19,6 +19,10 @@ class ExporterStats {
   // Reads deferred because a stream sent faster than --grpc.max-reports-per-second.
   std::atomic<uint64_t> reads_throttled{0};
   std::atomic<double> last_scrape_seconds{0};
+  // The last reload (SIGHUP, POST /-/reload), as Prometheus' prometheus_config_last_reload_*:
+  // successful until one fails; the start-up's reading counts as the first success.
+  std::atomic<bool> config_reload_successful{true};
+  std::atomic<double> config_reload_success_seconds{0};  // Unix time
   // The flight recorder's (--record.dir), updated by its writer thread; rendered only while
   // `recording` is set.
   std::atomic<bool> recording{false};

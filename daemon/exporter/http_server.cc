@@ -28,13 +28,21 @@ constexpr std::string_view kLandingPage =
     "<p><a href=\"/metrics\">Metrics</a> &middot; <a href=\"/healthz\">Health</a></p>"
     "</body></html>\n";
 
-int Reply(mg_connection* conn, std::string_view content_type, std::string_view body) {
+// Returns `status`: non-zero, handled here, civetweb does nothing more.
+int Answer(mg_connection* conn, int status, std::string_view reason, std::string_view content_type,
+           std::string_view body, std::string_view extra_headers = "") {
   mg_printf(conn,
-            "HTTP/1.1 200 OK\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n"
+            "HTTP/1.1 %d %.*s\r\nContent-Type: %.*s\r\nContent-Length: %zu\r\n%.*s"
             "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-            static_cast<int>(content_type.size()), content_type.data(), body.size());
+            status, static_cast<int>(reason.size()), reason.data(),
+            static_cast<int>(content_type.size()), content_type.data(), body.size(),
+            static_cast<int>(extra_headers.size()), extra_headers.data());
   mg_write(conn, body.data(), body.size());
-  return 200;  // non-zero: handled here, civetweb does nothing more
+  return status;
+}
+
+int Reply(mg_connection* conn, std::string_view content_type, std::string_view body) {
+  return Answer(conn, 200, "OK", content_type, body);
 }
 
 // Every request is answered here, before civetweb would look for a handler or a file.
@@ -79,7 +87,34 @@ bool AcceptsGzip(mg_connection* conn) {
 // under a lock held for the whole start.
 std::mutex g_tls_start_mu;
 const WebTlsConfig* g_tls_starting = nullptr;
+const HttpServer* g_server_starting = nullptr;
 bool g_tls_initialised = false;
+
+// The certificate, its chain and the key of `tls`, loaded into a context of their own (which
+// checks that they match); null with the reason in `error` when they do not load.
+HttpServer::TlsIdentity LoadIdentity(const WebTlsConfig& tls, std::string* error) {
+  HttpServer::TlsIdentity id(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
+  if (!id || SSL_CTX_use_certificate_chain_file(id.get(), tls.cert_file.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(id.get(), tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(id.get()) != 1) {
+    *error = "cannot load the certificate " + tls.cert_file + " with the key " + tls.key_file;
+    return nullptr;
+  }
+  return id;
+}
+
+// OpenSSL's certificate callback, at every handshake: serves the identity of the latest reload.
+int ServeCurrentIdentity(SSL* ssl, void* arg) {
+  const HttpServer::TlsIdentity id = static_cast<const HttpServer*>(arg)->identity();
+  if (!id) return 1;  // the context's own
+  STACK_OF(X509)* chain = nullptr;
+  SSL_CTX_get0_chain_certs(id.get(), &chain);
+  return SSL_use_certificate(ssl, SSL_CTX_get0_certificate(id.get())) == 1 &&
+                 SSL_use_PrivateKey(ssl, SSL_CTX_get0_privatekey(id.get())) == 1 &&
+                 SSL_set1_chain(ssl, chain) == 1
+             ? 1
+             : 0;
+}
 
 extern "C" int accelmon_civetweb_ssl_compat();
 
@@ -115,6 +150,7 @@ int InitSsl(void* ssl_ctx, void*) {
   } else {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
   }
+  SSL_CTX_set_cert_cb(ctx, ServeCurrentIdentity, const_cast<HttpServer*>(g_server_starting));
   return 1;  // civetweb loads nothing more
 }
 
@@ -147,8 +183,16 @@ constexpr const char* kDummyBcrypt = "$2b$10$WZZqgg1a3oNs5I3uG9Zs/uu7WsMgWFrPtbO
 }  // namespace
 
 HttpServer::HttpServer(const std::string& listen_address, RenderMetricsFn render_metrics,
-                       const WebConfig& web)
-    : web_(web), render_metrics_(std::move(render_metrics)) {
+                       const WebConfig& web_config)
+    : render_metrics_(std::move(render_metrics)),
+      web_(std::make_shared<const WebConfig>(web_config)) {
+  const WebConfig& web = *web_;
+  if (web.tls) {
+    std::string error;
+    identity_ = LoadIdentity(web.tls_config, &error);
+    if (!identity_)
+      throw std::runtime_error("cannot serve HTTPS on " + listen_address + ": " + error);
+  }
   static const mg_callbacks callbacks = [] {
     mg_callbacks c;
     std::memset(&c, 0, sizeof c);
@@ -157,24 +201,25 @@ HttpServer::HttpServer(const std::string& listen_address, RenderMetricsFn render
     return c;
   }();
   // civetweb's suffix "s" makes a port HTTPS.
-  const std::string ports = web_.tls ? listen_address + "s" : listen_address;
-  if (web_.tls) accelmon_civetweb_ssl_compat();  // loaded: civetweb's dlopen finds it
+  const std::string ports = web.tls ? listen_address + "s" : listen_address;
+  if (web.tls) accelmon_civetweb_ssl_compat();  // loaded: civetweb's dlopen finds it
   std::vector<const char*> options{"listening_ports", ports.c_str(), "num_threads", "4"};
-  if (web_.tls)
-    options.insert(options.end(), {"ssl_certificate", web_.tls_config.cert_file.c_str()});
+  if (web.tls) options.insert(options.end(), {"ssl_certificate", web.tls_config.cert_file.c_str()});
   options.push_back(nullptr);
   std::unique_lock tls_lock(g_tls_start_mu);
-  g_tls_starting = web_.tls ? &web_.tls_config : nullptr;
+  g_tls_starting = web.tls ? &web.tls_config : nullptr;
+  g_server_starting = this;
   g_tls_initialised = false;
   context_ = mg_start(&callbacks, this, options.data());
   g_tls_starting = nullptr;
+  g_server_starting = nullptr;
   if (context_ == nullptr) {
-    if (web_.tls && !g_tls_initialised) {
+    if (web.tls && !g_tls_initialised) {
       throw std::runtime_error("cannot serve HTTPS on " + listen_address +
                                ": civetweb could not load libssl.so (install libssl-dev), or the "
                                "address is in use");
     }
-    throw std::runtime_error("cannot listen for HTTP" + std::string(web_.tls ? "S" : "") + " on " +
+    throw std::runtime_error("cannot listen for HTTP" + std::string(web.tls ? "S" : "") + " on " +
                              listen_address + " (address in use or not available on this host)");
   }
 }
@@ -203,6 +248,73 @@ int HttpServer::port() const {
   return mg_get_server_ports(context_, 1, &port) > 0 ? port.port : 0;
 }
 
+std::shared_ptr<const WebConfig> HttpServer::web() const {
+  std::lock_guard lock(mu_);
+  return web_;
+}
+
+HttpServer::TlsIdentity HttpServer::identity() const {
+  std::lock_guard lock(mu_);
+  return identity_;
+}
+
+void HttpServer::set_reload(ReloadFn reload) {
+  std::lock_guard lock(mu_);
+  reload_ = std::move(reload);
+}
+
+std::optional<std::string> HttpServer::Reconfigure(const WebConfig& next) {
+  const std::shared_ptr<const WebConfig> current = web();
+  const WebTlsConfig& was = current->tls_config;
+  const WebTlsConfig& now = next.tls_config;
+  if (next.tls != current->tls) {
+    return std::string("TLS on /metrics was turned ") + (next.tls ? "on" : "off") +
+           " (tls_server_config): that needs a restart";
+  }
+  if (next.tls &&
+      (now.min_version != was.min_version || now.client_auth_type != was.client_auth_type ||
+       now.client_ca_file != was.client_ca_file)) {
+    return std::string(
+        "tls_server_config's min_version, client_auth_type or client_ca_file changed: that "
+        "needs a restart (cert_file, key_file and basic_auth_users change live)");
+  }
+  TlsIdentity id;
+  if (next.tls) {
+    std::string error;
+    id = LoadIdentity(now, &error);
+    if (!id) return error;
+  }
+  std::lock_guard lock(mu_);
+  web_ = std::make_shared<const WebConfig>(next);
+  identity_ = std::move(id);
+  return std::nullopt;
+}
+
+int HttpServer::ServeReload(mg_connection* conn, std::string_view method) const {
+  if (method != "POST" && method != "PUT") {
+    return Answer(conn, 405, "Method Not Allowed", "text/plain", "use POST or PUT\n",
+                  "Allow: POST, PUT\r\n");
+  }
+  if (!Authorized(conn)) {
+    return Answer(conn, 401, "Unauthorized", "text/plain", "",
+                  "WWW-Authenticate: Basic realm=\"accelmon\"\r\n");
+  }
+  ReloadFn reload;
+  {
+    std::lock_guard lock(mu_);
+    reload = reload_;
+  }
+  // As Prometheus answers without --web.enable-lifecycle.
+  if (!reload)
+    return Answer(conn, 403, "Forbidden", "text/plain", "Lifecycle API is not enabled.\n");
+  const std::string error = reload();
+  if (!error.empty()) {
+    return Answer(conn, 500, "Internal Server Error", "text/plain",
+                  "failed to reload config: " + error + "\n");
+  }
+  return Reply(conn, "text/plain", "");
+}
+
 int HttpServer::HandleRequest(mg_connection* conn) const {
   const mg_request_info* info = mg_get_request_info(conn);
   const std::string_view uri = info->local_uri != nullptr ? info->local_uri : "";
@@ -210,8 +322,9 @@ int HttpServer::HandleRequest(mg_connection* conn) const {
   // Ready once constructed: the gRPC server starts before the HTTP side.
   if (uri == "/readyz") return Reply(conn, "text/plain", "ready\n");
   if (uri == "/") return Reply(conn, "text/html; charset=utf-8", kLandingPage);
-  if (uri != "/metrics") return 0;
   const std::string_view method = info->request_method != nullptr ? info->request_method : "";
+  if (uri == "/-/reload") return ServeReload(conn, method);
+  if (uri != "/metrics") return 0;
   if (method != "GET" && method != "HEAD") {
     mg_printf(conn,
               "HTTP/1.1 405 Method Not Allowed\r\nAllow: GET, HEAD\r\nContent-Length: 0\r\n"
@@ -231,7 +344,9 @@ int HttpServer::HandleRequest(mg_connection* conn) const {
 // password against the user's bcrypt hash; an unknown user costs a bcrypt check too, so its
 // answer takes as long.
 bool HttpServer::Authorized(mg_connection* conn) const {
-  if (web_.basic_auth_users.empty()) return true;
+  const std::shared_ptr<const WebConfig> web = this->web();  // a reload may swap it meanwhile
+  const auto& users = web->basic_auth_users;
+  if (users.empty()) return true;
   const char* header = mg_get_header(conn, "Authorization");
   if (header == nullptr) return false;
   const std::string_view value = header;
@@ -242,8 +357,8 @@ bool HttpServer::Authorized(mg_connection* conn) const {
   if (colon == std::string::npos) return false;
   const std::string user = credentials->substr(0, colon);
   const std::string password = credentials->substr(colon + 1);
-  const auto it = web_.basic_auth_users.find(user);
-  if (it == web_.basic_auth_users.end()) {
+  const auto it = users.find(user);
+  if (it == users.end()) {
     CheckBcrypt(kDummyBcrypt, password);
     return false;
   }

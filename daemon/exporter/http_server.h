@@ -4,18 +4,26 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "daemon/exporter/web_config.h"
 
 struct mg_connection;
 struct mg_context;
+struct ssl_ctx_st;
 
 namespace accelmon {
 
 // Replaces `out` with the /metrics exposition (text format 0.0.4). Called from several server
 // threads at once.
 using RenderMetricsFn = std::function<void(std::string& out)>;
+
+// Reloads the configuration (POST /-/reload); returns why it failed, empty when it did not.
+using ReloadFn = std::function<std::string()>;
 
 class HttpServer {
  public:
@@ -31,6 +39,15 @@ class HttpServer {
   // The port actually bound (useful with port 0).
   int port() const;
 
+  // A reload's web config: basic auth users, and the certificate and key (every handshake from
+  // now on serves the new pair). Whether TLS is on, its minimum version and client
+  // certificates need a restart: then nothing changes and the reason is returned.
+  std::optional<std::string> Reconfigure(const WebConfig& web);
+
+  // With `reload` set, POST (or PUT) /-/reload calls it, behind the same TLS and basic auth as
+  // /metrics (Prometheus' --web.enable-lifecycle); unset, /-/reload answers 403.
+  void set_reload(ReloadFn reload);
+
   // Answers one request; civetweb's begin_request hook, on its worker threads. Returns the HTTP
   // status sent, or 0 to let civetweb answer (404).
   int HandleRequest(mg_connection* conn) const;
@@ -39,8 +56,20 @@ class HttpServer {
   bool Authorized(mg_connection* conn) const;
   int ServeMetrics(mg_connection* conn, bool head) const;
 
-  const WebConfig web_;
+  int ServeReload(mg_connection* conn, std::string_view method) const;
+  std::shared_ptr<const WebConfig> web() const;
+
+ public:
+  // The certificate and key handshakes serve: the TLS context they were loaded into.
+  using TlsIdentity = std::shared_ptr<::ssl_ctx_st>;
+  TlsIdentity identity() const;
+
+ private:
   const RenderMetricsFn render_metrics_;
+  mutable std::mutex mu_;  // guards what a reload changes
+  std::shared_ptr<const WebConfig> web_;
+  TlsIdentity identity_;
+  ReloadFn reload_;
   mg_context* context_ = nullptr;
 };
 

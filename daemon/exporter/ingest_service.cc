@@ -70,6 +70,14 @@ class TokenBucket {
   explicit TokenBucket(double rate)
       : rate_(rate), burst_(std::max(1.0, rate)), tokens_(burst_), last_(SteadyClock::now()) {}
 
+  // A reload's new rate, from the next report on.
+  void set_rate(double rate) {
+    if (rate == rate_) return;
+    rate_ = rate;
+    burst_ = std::max(1.0, rate);
+    tokens_ = std::min(tokens_, burst_);
+  }
+
   void Take(SteadyClock::time_point now) {
     Refill(now);
     tokens_ -= 1;
@@ -90,8 +98,8 @@ class TokenBucket {
     last_ = now;
   }
 
-  const double rate_;
-  const double burst_;
+  double rate_;
+  double burst_;
   double tokens_;
   SteadyClock::time_point last_;
 };
@@ -192,6 +200,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     if (read_outstanding_ || resume_scheduled_ || reads_done_ || write_failed_ || finished_) return;
     if (acks_.size() >= kMaxQueuedAcks) return;
     const auto now = SteadyClock::now();
+    bucket_.set_rate(service_.max_reports_per_second());
     const auto wait = bucket_.Wait(now);
     if (wait > SteadyClock::duration::zero()) {
       ++stats_.reads_throttled;

@@ -2,6 +2,7 @@
 // thousand idle streams cost no threads.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
@@ -28,9 +29,9 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   void set_require_node_certificate(bool on) { require_node_certificate_ = on; }
 
   // A stream that sends faster than this is read more slowly (0: no limit). Bursts of up to
-  // one second's worth pass unslowed.
+  // one second's worth pass unslowed. A reload changes it for open streams too.
   void set_max_reports_per_second(double rate) { max_reports_per_second_ = rate; }
-  double max_reports_per_second() const { return max_reports_per_second_; }
+  double max_reports_per_second() const { return max_reports_per_second_.load(); }
 
   // With a recorder, every applied report is appended to it (its wire bytes as received) and
   // acknowledged only once recorded; later acks of the same stream wait behind it. Set before
@@ -57,7 +58,7 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   NodeStore& store_;
   ExporterStats& stats_;
   bool require_node_certificate_ = false;
-  double max_reports_per_second_ = 0;
+  std::atomic<double> max_reports_per_second_{0};
   recording::Recorder* recorder_ = nullptr;
   DiagnosticsService* diagnostics_ = nullptr;
   LogLimiter log_limiter_;

@@ -800,6 +800,18 @@ void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) 
       s.Family("accelmon_exporter_scrape_duration_seconds",
                "Time the previous scrape took to render.", kGauge),
       {}, stats.last_scrape_seconds.load());
+  Add(s,
+      s.Family("accelmon_config_last_reload_successful",
+               "1 when the last configuration reload (SIGHUP, POST /-/reload) succeeded, 0 when "
+               "it failed and the previous configuration stayed.",
+               kGauge),
+      {}, stats.config_reload_successful.load() ? 1 : 0);
+  Add(s,
+      s.Family("accelmon_config_last_reload_success_timestamp_seconds",
+               "When the configuration was last read successfully (start-up or a reload), as a "
+               "Unix time.",
+               kGauge),
+      {}, stats.config_reload_success_seconds.load());
   if (stats.recording) {
     const recording::RecorderStats& r = stats.recorder;
     Add(s,

@@ -8,7 +8,13 @@ NodeStore::NodeStore(std::chrono::milliseconds expire_after, ValidationLimits li
     : expire_after_(expire_after), limits_(limits) {}
 
 ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
-  if (std::string reason = ValidateReport(*report, limits_, now); !reason.empty()) {
+  ValidationLimits limits;
+  {
+    std::lock_guard lock(mu_);
+    limits = limits_;
+  }
+  // Outside the lock: it walks the whole report.
+  if (std::string reason = ValidateReport(*report, limits, now); !reason.empty()) {
     return {ApplyOutcome::kRejected, std::move(reason)};
   }
   std::shared_ptr<const v1::NodeReport> previous;  // released outside the lock
@@ -53,6 +59,17 @@ std::vector<NodeEntry> NodeStore::Snapshot(Clock::time_point now) {
     ++it;
   }
   return out;
+}
+
+void NodeStore::Reconfigure(std::chrono::milliseconds expire_after, ValidationLimits limits) {
+  std::lock_guard lock(mu_);
+  expire_after_ = expire_after;
+  limits_ = limits;
+}
+
+std::chrono::milliseconds NodeStore::expire_after() const {
+  std::lock_guard lock(mu_);
+  return expire_after_;
 }
 
 size_t NodeStore::size() const {

@@ -59,6 +59,10 @@ class NodeStore {
   // Nodes with a report (seeded ones not yet reporting are not counted).
   size_t size() const;
 
+  // A reload's new expiry and limits: the next Snapshot and the next report use them.
+  void Reconfigure(std::chrono::milliseconds expire_after, ValidationLimits limits);
+  std::chrono::milliseconds expire_after() const;
+
  private:
   struct Slot {
     NodeEntry entry;  // entry.report is null while only seeded
@@ -67,9 +71,9 @@ class NodeStore {
     uint64_t last_sequence = 0;
   };
 
-  const std::chrono::milliseconds expire_after_;
-  const ValidationLimits limits_;
   mutable std::mutex mu_;
+  std::chrono::milliseconds expire_after_;  // with mu_
+  ValidationLimits limits_;                 // with mu_
   std::map<std::string, Slot, std::less<>> nodes_;
   uint64_t applied_ = 0;
 };

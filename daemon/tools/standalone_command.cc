@@ -9,7 +9,9 @@
 #include "daemon/agent/agent_command.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
+#include "daemon/common/reload.h"
 #include "daemon/common/shutdown_signals.h"
+#include "daemon/exporter/config_reload.h"
 #include "daemon/exporter/exporter_command.h"
 
 namespace accelmon {
@@ -20,7 +22,7 @@ struct StandaloneCommand {
   ExporterFlags exporter;
 };
 
-int RunStandalone(const StandaloneCommand& c) {
+int RunStandalone(StandaloneCommand& c, const StandaloneCommand& defaults) {
   auto options = LoadExporterOptions(c.exporter);
   if (!options) return kExitUsage;
   std::shared_ptr<const collectors::Scenario> scenario;
@@ -50,8 +52,18 @@ int RunStandalone(const StandaloneCommand& c) {
   std::printf("accelmon standalone: metrics at %s://%s/metrics (Ctrl-C to stop)\n",
               https ? "https" : "http", web.ToString().c_str());
   std::fflush(stdout);
-
-  WaitForShutdownSignal(signals);
+  // SIGHUP (and POST /-/reload with --web.enable-lifecycle): the exporter's live settings; a
+  // collector flag that changed is refused, as any other that needs a restart.
+  std::unique_ptr<ExporterReloader> reloader;
+  if (const CommandLine* command_line = GetCommandLine()) {
+    reloader = StartReloads(
+        std::make_unique<TypedFlagsReparse<StandaloneCommand>>(*command_line, c, defaults),
+        c.exporter, exporter);
+  }
+  WaitForShutdownSignal(signals, [&] {
+    if (reloader) reloader->Reload("SIGHUP");
+  });
+  if (reloader) reloader->Close();
   StopAgent(agent, uplink);
   exporter.Stop();
   return kExitOk;
@@ -69,10 +81,11 @@ SubcommandRunner RegisterStandaloneCommand(CLI::App& app) {
   AddCollectorFlags(*cmd, c->collectors);
   AddExporterFlags(*cmd, c->exporter);
   AddRecordFlags(*cmd, c->exporter);
-  return [c, cmd]() -> std::optional<int> {
+  auto defaults = std::make_shared<const StandaloneCommand>(*c);  // what a reload resets to
+  return [c, defaults, cmd]() -> std::optional<int> {
     if (!cmd->parsed()) return std::nullopt;
     NotePushSocketSet(*cmd, c->collectors);
-    return RunStandalone(*c);
+    return RunStandalone(*c, *defaults);
   };
 }
 
