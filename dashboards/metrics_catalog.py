@@ -48,7 +48,7 @@ SECTIONS = [
     ("Processes (pushed allocator statistics and steps)", ("accelmon_process_",)),
     ("Jobs (the exporter's view over every node; docs/jobs.md)", ("accelmon_job_",)),
     ("Diagnostics", ("accelmon_diagnosis_",)),
-    ("Exporter self-metrics", ("accelmon_exporter_",)),
+    ("Exporter self-metrics", ("accelmon_exporter_", "accelmon_config_")),
 ]
 
 

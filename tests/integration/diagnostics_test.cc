@@ -29,6 +29,7 @@ using testing::FindValue;
 using testing::HttpGet;
 using testing::LoopbackExporter;
 using testing::ParseExposition;
+using testing::Scrape;
 using testing::WaitFor;
 
 // Reports as fast as the test sends them; nodes kept `expire_after`.
@@ -110,12 +111,6 @@ v1::NodeReport Report(const std::string& node, uint64_t sequence, bool link_up,
     }
   }
   return r;
-}
-
-std::vector<testing::Sample> Scrape(const Exporter& exporter) {
-  const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
-  EXPECT_EQ(response.status, 200);
-  return ParseExposition(response.body);
 }
 
 // Keeps every event of one Watch stream, read on a thread of its own.

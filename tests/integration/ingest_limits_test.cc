@@ -23,6 +23,7 @@ using testing::FindValue;
 using testing::HttpGet;
 using testing::LoopbackExporter;
 using testing::ParseExposition;
+using testing::Scrape;
 
 std::unique_ptr<v1::Ingest::Stub> Connect(const Exporter& exporter) {
   // A channel of its own: each client gets its own connection, as separate agents would.
@@ -44,12 +45,6 @@ v1::NodeReport Report(const std::string& node, uint64_t sequence) {
 }
 
 using testing::WaitFor;
-
-std::vector<testing::Sample> Scrape(const Exporter& exporter) {
-  const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
-  EXPECT_EQ(response.status, 200);
-  return ParseExposition(response.body);
-}
 
 TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
   LoopbackExporter exporter;

@@ -17,6 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::FindValue;
 using testing::LoopbackExporter;
+using testing::Scrape;
 
 struct Device {
   std::string job;  // empty: no holder at all
@@ -89,12 +90,6 @@ class Node {
   std::unique_ptr<grpc::ClientReaderWriter<v1::NodeReport, v1::Ack>> stream_;
   uint64_t sequence_ = 0;
 };
-
-std::vector<testing::Sample> Scrape(const Exporter& exporter) {
-  const auto response = testing::HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
-  EXPECT_EQ(response.status, 200);
-  return testing::ParseExposition(response.body);
-}
 
 TEST(JobMetrics, AJobAcrossTwoNodesHasItsDevicesUtilizationAndStepRateOnMetrics) {
   LoopbackExporter exporter;

@@ -34,6 +34,7 @@ using namespace std::chrono_literals;
 using testing::FindValue;
 using testing::HttpGet;
 using testing::ParseExposition;
+using testing::Scrape;
 namespace fs = std::filesystem;
 
 constexpr uint64_t kGiB = 1ULL << 30;
@@ -85,12 +86,6 @@ class Tap {
   std::mutex mu_;
   std::vector<v1::NodeReport> reports_;
 };
-
-std::vector<testing::Sample> Scrape(const Exporter& exporter) {
-  const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
-  EXPECT_EQ(response.status, 200);
-  return ParseExposition(response.body);
-}
 
 TEST(AllocatorPush, ProcessSeriesAndDerivedValuesOverTheRealSocket) {
   TempDir dir;

@@ -1,5 +1,6 @@
 #include "support/loopback_exporter.h"
 
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,9 +9,17 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "support/http_get.h"
+
 namespace accelmon::testing {
 
 std::string LoopbackAddress(int port) { return "127.0.0.1:" + std::to_string(port); }
+
+std::vector<Sample> Scrape(const Exporter& exporter) {
+  const auto response = HttpGet("127.0.0.1", exporter.web_port(), "/metrics");
+  EXPECT_EQ(response.status, 200);
+  return ParseExposition(response.body);
+}
 
 ExporterOptions OnLoopback(ExporterOptions options, int grpc_port) {
   options.web_listen_address = "127.0.0.1:0";

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "daemon/exporter/exporter.h"
+#include "support/prom_text.h"
 
 namespace accelmon::testing {
 
@@ -44,5 +46,8 @@ class LoopbackExporter : public Exporter {
 
   std::string grpc_address() const { return LoopbackAddress(grpc_port()); }
 };
+
+// GET /metrics of `exporter` (plain HTTP), parsed; a status other than 200 fails the test.
+std::vector<Sample> Scrape(const Exporter& exporter);
 
 }  // namespace accelmon::testing

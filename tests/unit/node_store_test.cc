@@ -85,5 +85,18 @@ TEST(NodeStore, SilentNodesExpire) {
   EXPECT_EQ(store.Apply(Report("a", "i", 2), kT0 + minutes(12)).outcome, ApplyOutcome::kApplied);
 }
 
+TEST(NodeStore, AReloadsExpiryAndLimitsApplyFromTheNextSnapshotAndReport) {
+  NodeStore store(minutes(10));
+  store.Apply(Report("a", "i", 1), kT0);
+  EXPECT_EQ(store.Snapshot(kT0 + minutes(3)).size(), 1u);
+  store.Reconfigure(minutes(2), ValidationLimits{.max_devices = 1});
+  EXPECT_EQ(store.expire_after(), minutes(2));
+  EXPECT_EQ(store.Snapshot(kT0 + minutes(3)).size(), 0u) << "silent for longer than the new 2m";
+  auto two = std::make_shared<v1::NodeReport>(*Report("a", "i", 2));
+  two->add_devices();
+  two->add_devices();
+  EXPECT_EQ(store.Apply(two, kT0).reason, "too_many_devices");
+}
+
 }  // namespace
 }  // namespace accelmon
