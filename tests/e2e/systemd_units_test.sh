@@ -38,6 +38,11 @@ for unit in accelmon-agent.service accelmon-exporter.service; do
   grep -qx 'Type=notify' "$UNITS/$unit" || fail "$unit is not Type=notify"
 done
 
+# systemctl reload sends SIGHUP, which both roles handle (tests/e2e/config_reload_test.sh).
+for unit in accelmon-agent.service accelmon-exporter.service; do
+  grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$UNITS/$unit" || fail "$unit: no ExecReload sending SIGHUP"
+done
+
 # Every flag in ExecStart and the env files is one the subcommand knows.
 for role in agent exporter; do
   # The subcommand's flags and the global ones (--config.file, --log.level).
