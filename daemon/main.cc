@@ -4,11 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "daemon/agent/agent_command.h"
 #include "daemon/common/config_file.h"
+#include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/reload.h"
 #include "daemon/common/subcommand.h"
@@ -65,8 +67,17 @@ int main(int argc, char** argv) {
   std::vector<accelmon::SubcommandRunner> runners;
   for (const auto registrar : kSubcommands) runners.push_back(registrar(app));
 
+  // `--name=` as an explicit empty value (empty_values.h); CLI11 parses them in reverse.
+  std::string error;
+  const auto args = accelmon::ExplicitEmptyValues(app, argc, argv, &error);
+  if (!args) {
+    std::fprintf(stderr, "accelmon: %s (see --help)\n", error.c_str());
+    return accelmon::kExitUsage;
+  }
+  const std::vector<std::string> reversed(args->rbegin(), args->rend());
+  if (argc > 0) app.name(argv[0]);
   try {
-    app.parse(argc, argv);
+    app.parse(std::vector<std::string>(reversed));
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? accelmon::kExitOk : accelmon::kExitUsage;
@@ -75,11 +86,12 @@ int main(int argc, char** argv) {
   // For reloads (SIGHUP, POST /-/reload): the same arguments, parsed again by the same CLI.
   accelmon::SetCommandLine(accelmon::CommandLine{.app = &app,
                                                  .parse_again =
-                                                     [&app, &log_level, argc, argv] {
+                                                     [&app, &log_level, reversed] {
                                                        const std::string before = log_level;
                                                        log_level = kDefaultLogLevel;
                                                        try {
-                                                         app.parse(argc, argv);
+                                                         app.parse(
+                                                             std::vector<std::string>(reversed));
                                                        } catch (...) {
                                                          log_level = before;
                                                          throw;

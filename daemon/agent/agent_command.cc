@@ -12,6 +12,7 @@
 #include "collectors/sim.h"
 #include "daemon/agent/spool.h"
 #include "daemon/common/cli_validators.h"
+#include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/reload.h"
@@ -31,6 +32,7 @@ std::string HostName() {
 
 void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
   cmd.add_option("--node.name", f.node_name, "Node name reported for this host")
+      ->check(kNotEmpty)
       ->default_str("hostname: " + f.node_name);
   cmd.add_option("--collect.interval", f.interval, "How often to collect and report")
       ->check(kDuration)
@@ -51,10 +53,12 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
                  "(docs/simulation.md)");
   cmd.add_option("--nvml.library", f.nvml_library,
                  "NVIDIA NVML library to load; NVIDIA collection is off when it cannot be loaded")
+      ->check(kNotEmpty)
       ->capture_default_str();
   cmd.add_option("--dcmi.library", f.dcmi_library,
                  "Huawei Ascend DCMI library to load; Ascend collection is off when it cannot be "
                  "loaded")
+      ->check(kNotEmpty)
       ->capture_default_str();
   cmd.add_option("--collect.device-timeout", f.device_timeout,
                  "Give up on a device collector's tick after this long (a hung driver call)")

@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 
+#include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/tools/progress.h"
 #include "diagnostics/config.h"
@@ -240,14 +241,18 @@ void AddDiagnoseCommand(CLI::App& app, DiagnoseCommand& c) {
       ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
   c.app->add_option("-o,--output", c.options.output, "File to write (\"-\": standard output)")
+      ->check(kNotEmpty)
       ->capture_default_str();
   c.app
       ->add_option("--rules", c.options.rules,
                    "Run only these rules (comma-separated ids, e.g. link_down,job_stall)")
-      ->delimiter(',');
-  c.app->add_option("--job", c.options.job,
-                    "Only this job's findings: its timeline across nodes (the job id of the "
-                    "devices' holders: Slurm job id, or the pushed job id)");
+      ->delimiter(',')
+      ->check(kNotEmpty);
+  c.app
+      ->add_option("--job", c.options.job,
+                   "Only this job's findings: its timeline across nodes (the job id of the "
+                   "devices' holders: Slurm job id, or the pushed job id)")
+      ->check(kNotEmpty);
 }
 
 std::optional<int> RunDiagnoseCommand(DiagnoseCommand& c) {

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "daemon/common/cli_validators.h"
+#include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/tls_flags.h"
@@ -485,6 +486,7 @@ void AddRecordingCommands(CLI::App& app, RecordingCommands& c) {
       "export", "Write a recording as JSON Lines (protobuf JSON of one NodeReport per line)");
   c.export_jsonl->add_flag("--jsonl", c.jsonl, "JSON Lines (the only format so far)")->required();
   c.export_jsonl->add_option("-o,--output", c.output, "File to write (\"-\": standard output)")
+      ->check(kNotEmpty)
       ->capture_default_str();
   c.export_jsonl->add_option("INPUT", c.input, input_help)->required();
 
@@ -526,6 +528,7 @@ void AddRecordingCommands(CLI::App& app, RecordingCommands& c) {
       "--openmetrics", c.openmetrics_dir,
       "Write OpenMetrics files (one per two-hour window) into this directory instead, for "
       "promtool tsdb create-blocks-from openmetrics");
+  openmetrics->check(kNotEmpty);
   openmetrics->excludes(address)->excludes(speed)->excludes(shift);
 }
 

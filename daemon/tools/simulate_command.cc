@@ -11,6 +11,7 @@
 
 #include "collectors/sim.h"
 #include "daemon/common/cli_validators.h"
+#include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/version.h"
@@ -123,10 +124,13 @@ void AddSimulateCommand(CLI::App& app, SimulateCommand& c) {
   c.app->add_option("--interval", c.interval, "Simulated time between a node's reports")
       ->check(cli::kDuration)
       ->capture_default_str();
-  c.app->add_option("--start", c.start,
-                    "Timestamp of the first reports, RFC 3339 (default: now minus --duration, so "
-                    "the data ends now)");
-  c.app->add_option("--output", c.output, "Write JSON Lines to this file (-: stdout)");
+  c.app
+      ->add_option("--start", c.start,
+                   "Timestamp of the first reports, RFC 3339 (default: now minus --duration, so "
+                   "the data ends now)")
+      ->check(kNotEmpty);
+  c.app->add_option("--output", c.output, "Write JSON Lines to this file (-: stdout)")
+      ->check(kNotEmpty);
   c.app->add_option("--record.dir", c.record_dir,
                     "Write a recording directory (new or empty), as `record import` does");
 }

@@ -43,6 +43,11 @@ expect_usage_error "a host is needed" agent --exporter.address :9478
 expect_usage_error "is not a duration" agent --collect.interval 10
 expect_usage_error "greater than 0" standalone --collect.interval 0s
 expect_usage_error "is not a directory" agent --path.procfs /nonexistent/proc
+# `--name=` is an empty value, never the next argument (tests/unit/empty_values_test.cc: all).
+expect_usage_error "not expected: --bogus-flag" agent --push.socket= --bogus-flag
+expect_usage_error "node.name: needs a value" agent --node.name= --push.socket=
+expect_usage_error "is not a duration" exporter --node.expire-after=
+expect_usage_error "takes no value" exporter --no-diagnostics=
 expect_usage_error "not in range" standalone --sim 65
 expect_usage_error "debug,info,warn,error" --log.level loud standalone
 expect_usage_error "must be from 4KiB to 1GiB" exporter --grpc.max-recv-msg-size 1KiB
