@@ -1,6 +1,7 @@
 #include "diagnostics/engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -38,12 +39,34 @@ void FillFinding(v1::Finding& f, std::string_view rule, std::string_view node,
   f.set_plot(std::string(raised.plot));
 }
 
-std::string KeyOf(const Subject& s) {
+std::string KeyOf(const Subject& s) { return SubjectKey(s); }
+
+}  // namespace
+
+Subject SubjectOf(const v1::Finding& finding) {
+  return Subject{
+      .device = finding.device(), .device_uuid = finding.device_uuid(), .link = finding.link()};
+}
+
+std::string SubjectKey(const Subject& s) {
   if (!s.device_uuid.empty()) return s.device_uuid;
   return s.device.empty() ? std::string() : "#" + s.device;
 }
 
-}  // namespace
+// A finding restored after a restart that its rule did not take back (Rule::Restore false): the
+// engine holds it open until the rule raises it again or settles without it.
+struct Engine::Restored {
+  bool pending = false;       // not raised again since the restart
+  int64_t settle_ns = 0;      // the rule's SettleSeconds
+  int64_t hold_until_ns = 0;  // set at the first report after the restart; 0 before
+
+  // Whether a finding that was not raised in the report at `now_ns` stays open.
+  bool Holds(int64_t now_ns) {
+    if (!pending) return false;
+    if (hold_until_ns == 0) hold_until_ns = now_ns + settle_ns;
+    return now_ns < hold_until_ns;
+  }
+};
 
 // A finding's identity on its node: which rule, which subject.
 using FindingKey = std::tuple<size_t, std::string, std::string>;  // rule, device key, link
@@ -53,6 +76,7 @@ struct Engine::NodeState {
     v1::Finding finding;
     std::string device_key;  // to tell whether its device is in a report
     bool raised = false;     // in the report being processed
+    Restored restored{};
   };
   std::vector<std::unique_ptr<Rule>> rules;  // parallel to Engine::rules_; null: a job rule only
   std::map<FindingKey, Open> open;
@@ -68,6 +92,7 @@ struct Engine::JobState {
   struct Open {
     v1::Finding finding;
     bool raised = false;
+    Restored restored{};
   };
   std::vector<std::unique_ptr<JobRule>> rules;  // parallel to Engine::job_rules_
   std::map<JobFindingKey, Open> open;
@@ -297,17 +322,21 @@ std::vector<std::string> Engine::rule_ids() const {
   return ids;
 }
 
-void Engine::Process(const v1::NodeReport& report) {
-  const int64_t now_ns = ToNanos(report.timestamp());
-  auto it = nodes_.find(report.node());
+Engine::NodeState& Engine::NodeFor(const std::string& node) {
+  auto it = nodes_.find(node);
   if (it == nodes_.end()) {
     auto state = std::make_unique<NodeState>();
     for (const RuleDefinition* rule : rules_) {
       state->rules.push_back(rule->make != nullptr ? rule->make(config_) : nullptr);
     }
-    it = nodes_.emplace(report.node(), std::move(state)).first;
+    it = nodes_.emplace(node, std::move(state)).first;
   }
-  NodeState& state = *it->second;
+  return *it->second;
+}
+
+void Engine::Process(const v1::NodeReport& report) {
+  const int64_t now_ns = ToNanos(report.timestamp());
+  NodeState& state = NodeFor(report.node());
   if (state.seen && now_ns <= state.last_ns) {
     ++stats_.out_of_order;
     return;
@@ -331,7 +360,8 @@ void Engine::Process(const v1::NodeReport& report) {
   for (auto open = state.open.begin(); open != state.open.end();) {
     const bool device_missing =
         !open->second.device_key.empty() && present.count(open->second.device_key) == 0;
-    if (open->second.raised || device_missing) {
+    if (open->second.raised) open->second.restored.pending = false;
+    if (open->second.raised || device_missing || open->second.restored.Holds(now_ns)) {
       ++open;
       continue;
     }
@@ -383,7 +413,8 @@ void Engine::ProcessJob(const JobSlice& slice) {
   }
   const bool gone = job.nodes.empty();  // on no node any more: all it had ends
   for (auto open = job.open.begin(); open != job.open.end();) {
-    if (open->second.raised && !gone) {
+    if (open->second.raised) open->second.restored.pending = false;
+    if ((open->second.raised || open->second.restored.Holds(slice.now_ns)) && !gone) {
       ++open;
       continue;
     }
@@ -435,6 +466,87 @@ std::vector<v1::Finding> Engine::OpenFindings() const {
            std::tuple(b.node(), ToNanos(b.start()), b.rule());
   });
   return out;
+}
+
+std::vector<v1::SavedFinding> Engine::Save() const {
+  std::vector<v1::SavedFinding> out;
+  for (const auto& [node, state] : nodes_) {
+    for (const auto& [key, open] : state->open) {
+      v1::SavedFinding& saved = out.emplace_back();
+      *saved.mutable_finding() = open.finding;
+      const auto& rule = state->rules[std::get<0>(key)];
+      if (rule) saved.set_latch(rule->Latch(SubjectOf(open.finding)));
+    }
+  }
+  for (const auto& [job, state] : jobs_) {
+    for (const auto& [key, open] : state->open)
+      *out.emplace_back().mutable_finding() = open.finding;
+  }
+  return out;
+}
+
+size_t Engine::Restore(std::span<const v1::SavedFinding> saved) {
+  constexpr size_t kNone = SIZE_MAX;
+  const auto position = [](const std::vector<const RuleDefinition*>& rules, std::string_view id) {
+    for (size_t i = 0; i < rules.size(); ++i) {
+      if (rules[i]->id == id) return i;
+    }
+    return kNone;
+  };
+  size_t restored = 0;
+  for (const v1::SavedFinding& s : saved) {
+    const v1::Finding& f = s.finding();
+    if (f.node().empty() || f.has_end()) continue;
+    const Subject subject = SubjectOf(f);
+    const std::string key = SubjectKey(subject);
+    // A job-wide finding belongs to its job's rule instance when the rule has a job part and
+    // the finding names a job; else to the node's instance.
+    const size_t job_rule = f.job().empty() ? kNone : position(job_rules_, f.rule());
+    const size_t node_rule = position(rules_, f.rule());
+    NodeState& node = NodeFor(f.node());
+    if (job_rule != kNone && (node_rule == kNone || !node.rules[node_rule])) {
+      auto it = jobs_.find(f.job());
+      if (it == jobs_.end()) {
+        auto state = std::make_unique<JobState>();
+        for (const RuleDefinition* rule : job_rules_)
+          state->rules.push_back(rule->make_job(config_));
+        it = jobs_.emplace(f.job(), std::move(state)).first;
+      }
+      JobState& job = *it->second;
+      JobState::Open& open = job.open[JobFindingKey{job_rule, f.node(), key, subject.link}] =
+          JobState::Open{};
+      open.finding = f;
+      open.restored =
+          Restored{.pending = true,
+                   .settle_ns = static_cast<int64_t>(job.rules[job_rule]->SettleSeconds() * 1e9)};
+      job.nodes.insert(f.node());
+      if (std::find(node.jobs.begin(), node.jobs.end(), f.job()) == node.jobs.end()) {
+        node.jobs.push_back(f.job());
+      }
+    } else if (node_rule != kNone && node.rules[node_rule]) {
+      Rule& rule = *node.rules[node_rule];
+      NodeState::Open& open = node.open[FindingKey{node_rule, key, subject.link}] =
+          NodeState::Open{};
+      open.finding = f;
+      open.device_key = key;
+      const bool latched = rule.Restore(f, s.latch());
+      open.restored = Restored{.pending = !latched,
+                               .settle_ns = static_cast<int64_t>(rule.SettleSeconds() * 1e9)};
+    } else {
+      continue;  // its rule is off now
+    }
+    // Later findings of the job may follow from it (first fault).
+    if (!f.job().empty()) {
+      std::vector<Opening>& openings = openings_[f.job()];
+      if (openings.size() < kMaxOpeningsPerJob) {
+        openings.push_back(Opening{.start_ns = ToNanos(f.start()),
+                                   .name = NameOf(f),
+                                   .consequence_of = f.consequence_of()});
+      }
+    }
+    ++restored;
+  }
+  return restored;
 }
 
 void Engine::ForgetNode(const std::string& node, int64_t now_ns) {

@@ -57,6 +57,17 @@ class Engine {
   // The findings open now, sorted by node, then start, then rule.
   std::vector<v1::Finding> OpenFindings() const;
 
+  // Across a restart: the open findings with what their rules need to go on judging them
+  // (Rule::Latch). The exporter saves them beside its recording.
+  std::vector<v1::SavedFinding> Save() const;
+  // Takes back findings saved before a restart, into an engine that has seen no report yet. Each
+  // stays open as it was (start, severity, evidence, consequence): its rule takes it back
+  // (Rule::Restore) and raises it while it holds, or the engine holds it until the rule raises
+  // it again or has watched the node for its settle time without. The listener is not called
+  // (they were announced before the restart). Findings of rules that are off now are dropped.
+  // Returns how many were restored.
+  size_t Restore(std::span<const v1::SavedFinding> saved);
+
   // Forgets a node that went away: closes its open findings at `now_ns` and drops its state.
   void ForgetNode(const std::string& node, int64_t now_ns);
 
@@ -67,12 +78,14 @@ class Engine {
   const Config& config() const { return config_; }
 
  private:
+  struct Restored;
   struct NodeState;
   struct JobState;
   struct Opening;
   class Context;
   class JobContext;
 
+  NodeState& NodeFor(const std::string& node);
   // Runs the job rules over one node's slice of `job`; drops the job once it is on no node.
   void ProcessJob(const JobSlice& slice);
   // Sets `finding.consequence_of` from the job's recent openings and records this one.

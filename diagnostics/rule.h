@@ -87,6 +87,20 @@ class Rule {
   virtual ~Rule() = default;
   // Observes the node's next report and raises every finding that holds now.
   virtual void Observe(const v1::NodeReport& report, RuleContext& context) = 0;
+
+  // Across an exporter restart (Engine::Save, Engine::Restore), an open finding survives with
+  // its rule's latch: what the rule needs, besides the finding, to go on judging it (when the
+  // event that raised it happened, say). Empty when it needs nothing.
+  virtual std::string Latch(const Subject& /*subject*/) const { return {}; }
+  // Takes back an open finding saved before a restart, with its latch, before the rule's first
+  // report. True when the rule now raises it again for as long as its condition holds (and no
+  // longer). False leaves it to the engine: it stays open until the rule raises it again, or
+  // until SettleSeconds() of reports have passed without (the rule judged afresh and it no
+  // longer holds).
+  virtual bool Restore(const v1::Finding& /*finding*/, std::string_view /*latch*/) { return false; }
+  // How long a fresh instance of the rule must watch a node before it can judge a condition
+  // again (its longest `for` or trend window); 0: from the first report.
+  virtual double SettleSeconds() const { return 0; }
 };
 
 // The job of a device: its first holder with a non-empty job; empty when none has one.
@@ -117,7 +131,16 @@ class JobRule {
   // Observes the job's devices in one node's report, and raises every finding of the job that
   // holds now, on any of its nodes.
   virtual void Observe(const JobSlice& slice, JobRuleContext& context) = 0;
+  // As Rule::SettleSeconds: a job finding restored after a restart stays open this long (in the
+  // job's report time) unless raised again.
+  virtual double SettleSeconds() const { return 0; }
 };
+
+// Subject of a finding (Engine::Restore): what Raise was given when it opened.
+Subject SubjectOf(const v1::Finding& finding);
+// The key rules and the engine keep per-device state by: the UUID, else "#index"; "" for the
+// node itself (DeviceKey of the device the finding is about).
+std::string SubjectKey(const Subject& subject);
 
 struct RuleDefinition {
   std::string_view id;                           // lower snake case, the `rule` label

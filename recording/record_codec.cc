@@ -140,7 +140,8 @@ bool DecodeRecord(std::string_view record, std::string* storage, DecodedRecord* 
   const auto kind = static_cast<uint8_t>(record[0]);
   const auto compression = static_cast<uint8_t>(record[1]);
   if (kind != static_cast<uint8_t>(RecordKind::kReportBatch) &&
-      kind != static_cast<uint8_t>(RecordKind::kSegmentHeader)) {
+      kind != static_cast<uint8_t>(RecordKind::kSegmentHeader) &&
+      kind != static_cast<uint8_t>(RecordKind::kTailIndex)) {
     *error = "unknown record kind " + std::to_string(kind);
     return false;
   }

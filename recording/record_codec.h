@@ -12,7 +12,7 @@
 
 namespace accelmon::recording {
 
-enum class RecordKind : uint8_t { kReportBatch = 1, kSegmentHeader = 2 };
+enum class RecordKind : uint8_t { kReportBatch = 1, kSegmentHeader = 2, kTailIndex = 3 };
 enum class Compression : uint8_t { kNone = 0, kZstd = 1 };
 
 inline constexpr uint32_t kFormatVersion = 1;

@@ -10,6 +10,7 @@ Recorder::Recorder(RecorderOptions options, RecorderStats& stats)
     : options_(std::move(options)), stats_(stats) {
   writer_ = std::make_unique<SegmentWriter>(options_.recording);
   recovered_ = writer_->recovered();
+  recovered_locations_ = writer_->recovered_locations();
   PublishStats();
   thread_ = std::thread([this] { Run(); });
 }

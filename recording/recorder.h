@@ -59,6 +59,8 @@ class Recorder {
   // What the directory held when opened: seeds the exporter's dedup, so that a report recorded
   // before a restart and sent again is a duplicate, not recorded twice.
   const RecoveredWatermarks& recovered() const { return recovered_; }
+  // Where each node's latest report is (with options.recording.tail_index).
+  const RecoveredLocations& recovered_locations() const { return recovered_locations_; }
   const RecorderOptions& options() const { return options_; }
 
   // Queues one report (its wire bytes and key). `on_recorded` runs on the writer thread once the
@@ -88,6 +90,7 @@ class Recorder {
   RecorderStats& stats_;
   std::unique_ptr<SegmentWriter> writer_;  // the writer thread's only
   RecoveredWatermarks recovered_;
+  RecoveredLocations recovered_locations_;
   bool failing_ = false;  // writer thread only
 
   std::mutex mu_;

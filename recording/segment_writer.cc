@@ -154,6 +154,10 @@ bool ParseReportKey(std::string_view wire, ReportKey* key) {
       }
     } else if (field == 3 && type == WireFormatLite::WIRETYPE_VARINT) {
       if (!in.ReadVarint64(&key->sequence)) return false;
+    } else if (field == 4 && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      google::protobuf::Timestamp ts;
+      if (!WireFormatLite::ReadMessage(&in, &ts)) return false;
+      key->time_ns = ToNanos(ts);
     } else if (!WireFormatLite::SkipField(&in, tag)) {
       return false;
     }
@@ -179,7 +183,8 @@ void Batch::Add(std::string_view serialized_report, ReportKey key) {
 
 void Batch::Add(const v1::NodeReport& report) {
   Add(report.SerializeAsString(),
-      ReportKey{report.node(), report.agent_instance_id(), report.sequence()});
+      ReportKey{report.node(), report.agent_instance_id(), report.sequence(),
+                report.has_timestamp() ? ToNanos(report.timestamp()) : 0});
 }
 
 void Batch::Clear() {
@@ -253,6 +258,10 @@ SegmentWriter::SegmentWriter(RecordingOptions options, std::optional<Watermarks>
     } else {
       recovered_ = RecoverWatermarks(dir);
       watermarks_ = recovered_.watermarks;
+      if (options_.tail_index) {
+        recovered_locations_ = RecoverLocations(dir, ListSegmentFiles(dir));
+        latest_ = recovered_locations_.nodes;
+      }
     }
     ScanDirectory();
     EnforceRetention();
@@ -266,6 +275,7 @@ SegmentWriter::SegmentWriter(RecordingOptions options, std::optional<Watermarks>
 
 SegmentWriter::~SegmentWriter() {
   CloseSegment();
+  if (options_.tail_index && index_dirty_) WriteIndex();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -381,6 +391,15 @@ void SegmentWriter::AppendBatch(const Batch& batch) {
     framing.AddRecord(record, &framed_);
   }
   WriteFramed(framed_);
+  if (options_.tail_index) {
+    const uint64_t index = segments_.back().index;
+    const uint64_t offset = segments_.back().bytes;  // the record starts here, or after padding
+    for (const ReportKey& key : batch.keys) {
+      latest_[key.node] =
+          ReportLocation{.segment = index, .offset = offset, .time_ns = key.time_ns};
+    }
+    index_dirty_ = true;
+  }
   log_ = framing;
   dirty_ = true;
   current_has_batches_ = true;
@@ -401,6 +420,11 @@ void SegmentWriter::Sync() {
   if (fd_ < 0 || !dirty_) return;
   if (::fdatasync(fd_) == 0) {
     dirty_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    if (options_.tail_index && index_dirty_ && now - last_index_write_ >= std::chrono::seconds(1)) {
+      last_index_write_ = now;
+      WriteIndex();
+    }
     return;
   }
   const int err = errno;
@@ -435,6 +459,26 @@ void SegmentWriter::EnforceRetention() {
     }
   }
   if (deleted) SyncDirectory(options_.dir);
+}
+
+void SegmentWriter::WriteIndex() {
+  if (!segments_.empty()) {
+    const uint64_t oldest = segments_.front().index;
+    std::erase_if(latest_, [&](const auto& node) { return node.second.segment < oldest; });
+  }
+  // What is synced: everything written to the segments so far (a writer that failed has
+  // nothing open and begins a new segment, after these).
+  const uint64_t segment = segments_.empty() ? 0 : segments_.back().index;
+  const uint64_t end = segments_.empty() ? 0 : segments_.back().bytes;
+  if (WriteTailIndex(options_.dir, latest_, segment, end)) {
+    index_dirty_ = false;
+    if (index_failing_) spdlog::info("recording: writing {} again", kTailIndexFile);
+    index_failing_ = false;
+  } else if (!index_failing_) {
+    index_failing_ = true;
+    spdlog::warn("recording: cannot write {}/{}: {} (a restart will read more of the recording)",
+                 options_.dir, kTailIndexFile, ErrnoText(errno));
+  }
 }
 
 void SegmentWriter::DeleteOldest() {

@@ -17,6 +17,7 @@
 #include "accelmon/v1/telemetry.pb.h"
 #include "recording/log_writer.h"
 #include "recording/record_codec.h"
+#include "recording/tail_index.h"
 
 namespace accelmon::recording {
 
@@ -34,6 +35,8 @@ struct RecordingOptions {
   std::chrono::milliseconds retention = std::chrono::hours(24 * 7);
   Compression compression = Compression::kZstd;
   int zstd_level = 3;
+  // Keep `tail.index` (tail_index.h): the exporter's recorder does, `record import` not.
+  bool tail_index = false;
 };
 
 // Where one node's reports stand: the agent instance last applied and its highest sequence.
@@ -50,11 +53,12 @@ struct ReportKey {
   std::string node;
   std::string agent_instance_id;
   uint64_t sequence = 0;
+  int64_t time_ns = 0;  // the report's timestamp (for the tail index); 0 when it has none
 };
 
-// Reads node, agent_instance_id and sequence (fields 1-3 of NodeReport) from one report's wire
-// bytes, skipping everything else: for readers that need only a report's key (recovery, the
-// agent's spool). False when the bytes are malformed.
+// Reads node, agent_instance_id, sequence and timestamp (fields 1-4 of NodeReport) from one
+// report's wire bytes, skipping everything else: for readers that need only a report's key
+// (recovery, the agent's spool). False when the bytes are malformed.
 bool ParseReportKey(std::string_view wire, ReportKey* key);
 
 // Moves `watermarks` past one report, as the exporter's dedup does: the same instance keeps its
@@ -121,7 +125,8 @@ class SegmentWriter {
 
   // fdatasync of the current segment, when anything was written since the last. Throws
   // std::runtime_error on failure; the next append then begins a new segment, since what the
-  // failed sync covered may or may not be on disk.
+  // failed sync covered may or may not be on disk. With `tail_index` on, then rewrites
+  // `tail.index` when a second has passed since it last did (a failure there is only logged).
   void Sync();
 
   // Applies retention now (AppendBatch does at most once a minute, and on rotation).
@@ -131,6 +136,8 @@ class SegmentWriter {
   const Watermarks& watermarks() const { return watermarks_; }
   // When constructed without watermarks: what was read from the directory.
   const RecoveredWatermarks& recovered() const { return recovered_; }
+  // When constructed without watermarks: where each node's latest report was (tail_index.h).
+  const RecoveredLocations& recovered_locations() const { return recovered_locations_; }
   const SegmentWriterStats& stats() const { return stats_; }
   const RecordingOptions& options() const { return options_; }
   // The segment being written ("" between a failure and the next append).
@@ -151,6 +158,8 @@ class SegmentWriter {
   // Writes `bytes` (whole framed records) at the end of the current segment.
   void WriteFramed(const std::string& bytes);
   void DeleteOldest();
+  // Rewrites `tail.index` for what is synced now, dropping nodes whose segment is gone.
+  void WriteIndex();
 
   const RecordingOptions options_;
   const uint64_t segment_limit_;
@@ -164,6 +173,11 @@ class SegmentWriter {
   std::chrono::steady_clock::time_point last_retention_check_;
   Watermarks watermarks_;
   RecoveredWatermarks recovered_;
+  RecoveredLocations recovered_locations_;
+  ReportLocations latest_;  // of every node, while tail_index is on
+  std::chrono::steady_clock::time_point last_index_write_{};
+  bool index_dirty_ = false;
+  bool index_failing_ = false;  // logged once until it works again
   SegmentWriterStats stats_;
   std::string framed_;  // scratch
 };

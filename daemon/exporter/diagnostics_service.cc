@@ -1,9 +1,17 @@
 #include "daemon/exporter/diagnostics_service.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "proto/time_format.h"
 
 namespace accelmon {
 namespace {
@@ -85,6 +93,7 @@ void DiagnosticsService::Reconfigure(diagnostics::Config config, std::string con
   {
     std::lock_guard lock(mu_);  // between two batches of the worker
     engine_->Reconfigure(std::move(config));
+    state_dirty_ = true;
     config_file_ = std::move(config_file);
     for (const std::string& rule : engine_->rule_ids()) {
       opened_.try_emplace({rule, std::string(diagnostics::kWarning)}, 0);
@@ -109,6 +118,78 @@ bool DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, 
   return true;
 }
 
+size_t DiagnosticsService::RestoreState() {
+  if (!engine_ || options_.state_file.empty()) return 0;
+  std::ifstream in(options_.state_file, std::ios::binary);
+  if (!in) {
+    if (errno != ENOENT) {
+      spdlog::warn("diagnostics: cannot read {}: {}; open findings start empty",
+                   options_.state_file, std::strerror(errno));
+    }
+    return 0;
+  }
+  v1::DiagnosticsState state;
+  if (!state.ParseFromIstream(&in)) {
+    spdlog::warn("diagnostics: {} is damaged; open findings start empty", options_.state_file);
+    return 0;
+  }
+  std::lock_guard lock(mu_);
+  const std::vector<v1::SavedFinding> saved(state.findings().begin(), state.findings().end());
+  const size_t restored = engine_->Restore(saved);
+  for (const v1::SavedFinding& s : state.findings()) engine_nodes_.insert(s.finding().node());
+  SwapSnapshotLocked(/*findings_changed=*/true);
+  spdlog::info("diagnostics: {} open finding(s) restored from {} (saved {})", restored,
+               options_.state_file, FormatRfc3339(ToNanos(state.saved())));
+  return restored;
+}
+
+std::optional<std::string> DiagnosticsService::StateToSaveLocked(Clock::time_point now,
+                                                                 bool findings_changed) {
+  if (options_.state_file.empty() || !engine_) return std::nullopt;
+  state_dirty_ = state_dirty_ || findings_changed;
+  // While findings are open their rules' latches move on (a second XID): saved now and then.
+  const bool refresh =
+      now - last_save_ >= std::chrono::seconds(10) && !engine_->OpenFindings().empty();
+  if (!(state_dirty_ && now - last_save_ >= std::chrono::seconds(1)) && !refresh) {
+    return std::nullopt;
+  }
+  last_save_ = now;
+  state_dirty_ = false;
+  v1::DiagnosticsState state;
+  *state.mutable_saved() = TimestampFromNanos(Nanos(now));
+  for (v1::SavedFinding& s : engine_->Save()) *state.add_findings() = std::move(s);
+  return state.SerializeAsString();
+}
+
+void DiagnosticsService::WriteState(const std::string& state) {
+  const std::string tmp = options_.state_file + ".tmp";
+  std::string error;
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out.write(state.data(), static_cast<std::streamsize>(state.size())) || !out.flush()) {
+      error = std::strerror(errno);
+    }
+  }
+  if (error.empty()) {
+    // Synced before the rename: the file is the old state or the new one, never half of one.
+    const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) error = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+  }
+  if (error.empty() && std::rename(tmp.c_str(), options_.state_file.c_str()) != 0) {
+    error = std::strerror(errno);
+  }
+  if (!error.empty() && !save_failing_) {
+    spdlog::warn(
+        "diagnostics: cannot save the open findings to {}: {} (retried; a restart "
+        "now would forget what changed since the last save)",
+        options_.state_file, error);
+  } else if (error.empty() && save_failing_) {
+    spdlog::info("diagnostics: saving the open findings to {} again", options_.state_file);
+  }
+  save_failing_ = !error.empty();
+}
+
 void DiagnosticsService::Run() {
   std::vector<Queued> batch;
   std::vector<Change> changes;
@@ -126,10 +207,15 @@ void DiagnosticsService::Run() {
       }
       stop = stopping_ && queue_.empty();
     }
+    std::optional<std::string> state;
     {
       std::lock_guard lock(mu_);
       ProcessLocked(batch, changes, flush);
+      // At the end, whatever is due: a restart begins from the state at shutdown.
+      if (stop) last_save_ = {};
+      state = StateToSaveLocked(Clock::now(), !changes.empty() || stop);
     }
+    if (state) WriteState(*state);
     Publish(changes, flush);
     processed_ += batch.size();
     // Let the reports and watchers go now, not after the next wait.

@@ -44,6 +44,10 @@ struct DiagnosticsOptions {
   // Applied reports waiting for the worker; beyond this a report is dropped for diagnostics and
   // Watch (counted), so a stalled worker costs ingest nothing and memory at most this many.
   size_t queue_capacity = 1024;
+  // Where the open findings are kept across restarts (`findings.state` beside the recording):
+  // rewritten within a second of a change, every 10 s while any is open, and at Stop. Empty:
+  // not kept.
+  std::string state_file{};
 };
 
 // One event for Watch clients: a report or a finding (opened, escalated or closed).
@@ -103,6 +107,11 @@ class DiagnosticsService {
   ~DiagnosticsService();
   DiagnosticsService(const DiagnosticsService&) = delete;
   DiagnosticsService& operator=(const DiagnosticsService&) = delete;
+
+  // Before Start: takes back the open findings saved in `state_file` before a restart
+  // (diagnostics::Engine::Restore). Returns how many; a missing file is none, an unreadable one
+  // is logged and none.
+  size_t RestoreState();
 
   // Starts the worker thread. Until then reports wait in the queue (and overflow it).
   void Start();
@@ -177,6 +186,10 @@ class DiagnosticsService {
   // With mu_ held, after a batch: the counters for Metrics() and, when findings changed, a fresh
   // snapshot of them.
   void SwapSnapshotLocked(bool findings_changed);
+  // With mu_ held: the open findings to save (serialised), when a save is due; nullopt when not.
+  std::optional<std::string> StateToSaveLocked(Clock::time_point now, bool findings_changed);
+  // Without mu_: writes `state` to state_file (a temporary file, synced and renamed).
+  void WriteState(const std::string& state);
   // Without mu_: logs the changes and starts the watchers' writes.
   static void Publish(const std::vector<Change>& changes,
                       const std::vector<std::shared_ptr<Watcher>>& flush);
@@ -201,6 +214,9 @@ class DiagnosticsService {
   std::map<std::pair<std::string, std::string>, uint64_t> opened_;
   std::vector<std::shared_ptr<Watcher>> watchers_;
   Clock::time_point last_expiry_{};
+  bool state_dirty_ = false;       // findings changed since the last save
+  Clock::time_point last_save_{};  // with mu_
+  bool save_failing_ = false;      // the worker's: logged once until a save works
 
   // For scrapes: swapped under its own short lock.
   mutable std::mutex snapshot_mu_;

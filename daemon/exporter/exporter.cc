@@ -38,14 +38,24 @@ void Exporter::Start() {
   stats_.config_reload_success_seconds =
       std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
   service_ = std::make_unique<IngestService>(store_, stats_);
-  diagnostics_ = std::make_unique<DiagnosticsService>(
-      DiagnosticsOptions{.config = options_.diagnostics,
-                         .config_file = options_.diagnostics_config_file},
-      store_);
+  DiagnosticsOptions diagnostics{.config = options_.diagnostics,
+                                 .config_file = options_.diagnostics_config_file};
+  if (options_.recording) {
+    diagnostics.state_file = options_.recording->recording.dir + "/" + kFindingsStateFile;
+  }
+  diagnostics_ = std::make_unique<DiagnosticsService>(std::move(diagnostics), store_);
+  // Before any report: the recording's state first (nodes, open findings, dedup watermarks).
+  if (options_.recording) {
+    StartRecording();
+  } else {
+    spdlog::info(
+        "exporter: no --record.dir, so the state starts empty and a restart forgets it: nodes "
+        "come back as their agents report, open findings when their condition is seen again "
+        "(docs/delivery.md, \"What a restart keeps\")");
+  }
   diagnostics_->Start();
   service_->set_diagnostics(diagnostics_.get());
   query_ = std::make_unique<QueryService>(store_, *diagnostics_);
-  if (options_.recording) StartRecording();
   service_->set_max_reports_per_second(options_.max_reports_per_second);
   // With mutual TLS, a report's node must be one the client certificate names.
   service_->set_require_node_certificate(options_.grpc_tls.mutual());
@@ -90,7 +100,9 @@ void Exporter::Start() {
 }
 
 void Exporter::StartRecording() {
-  const recording::RecorderOptions& o = *options_.recording;
+  const auto started = std::chrono::steady_clock::now();
+  recording::RecorderOptions o = *options_.recording;
+  o.recording.tail_index = true;
   // Opens and locks the directory and reads its newest segment: throws, stopping start-up.
   recorder_ = std::make_unique<recording::Recorder>(o, stats_.recorder);
   const recording::RecoveredWatermarks& recovered = recorder_->recovered();
@@ -117,8 +129,40 @@ void Exporter::StartRecording() {
                recovered.segment.empty() ? std::string()
                                          : fmt::format(" from {} and {} report(s) after its header",
                                                        recovered.segment, recovered.reports));
+  RestoreState(now);
+  spdlog::info("recording: start-up read the recording in {:.0f} ms",
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+                   .count());
   stats_.recording = true;
   service_->set_recorder(recorder_.get());
+}
+
+void Exporter::RestoreState(Clock::time_point now) {
+  const std::string& dir = options_.recording->recording.dir;
+  const recording::RecoveredLocations& located = recorder_->recovered_locations();
+  if (!located.index_problem.empty() && !located.nodes.empty()) {
+    spdlog::warn("recording: {}: nodes restored from the newest two segments only",
+                 located.index_problem);
+  }
+  const int64_t oldest_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                (now - store_.expire_after()).time_since_epoch())
+                                .count();
+  const recording::LatestReports latest =
+      recording::ReadLatestReports(dir, located.nodes, oldest_ns);
+  for (const std::string& problem : latest.problems) {
+    spdlog::warn("recording: {} (not restored)", problem);
+  }
+  uint64_t restored = 0;
+  for (const std::string& wire : latest.reports) {
+    auto report = std::make_shared<v1::NodeReport>();
+    if (report->ParseFromString(wire) && store_.Restore(std::move(report), now)) ++restored;
+  }
+  stats_.restored_nodes = restored;
+  stats_.restored_findings = diagnostics_->RestoreState();
+  spdlog::info(
+      "recording: restored the latest report of {} node(s) ({} older than --node.expire-after "
+      "left out), shown down (accelmon_node_up 0) until they report again; {} open finding(s)",
+      restored, latest.too_old, stats_.restored_findings.load());
 }
 
 void Exporter::Stop() {

@@ -18,6 +18,9 @@
 
 namespace accelmon {
 
+// The open findings beside the recording (diagnostics_service.h, DiagnosticsOptions).
+inline constexpr const char* kFindingsStateFile = "findings.state";
+
 class HttpServer;
 class IngestService;
 class QueryService;
@@ -69,6 +72,8 @@ class Exporter {
 
  private:
   void StartRecording();
+  // From the recording: every node's latest report and the open findings.
+  void RestoreState(Clock::time_point now);
 
   ExporterOptions options_;
   NodeStore store_;

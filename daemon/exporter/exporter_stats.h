@@ -27,6 +27,9 @@ class ExporterStats {
   // `recording` is set.
   std::atomic<bool> recording{false};
   recording::RecorderStats recorder;
+  // What start-up read back from the recording (0 without one).
+  std::atomic<uint64_t> restored_nodes{0};
+  std::atomic<uint64_t> restored_findings{0};
 
   // Rejections are rare; a lock keeps the reason map simple.
   void CountRejected(const std::string& reason) {

@@ -148,7 +148,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       service_.recorder()->Append(
           std::move(wire_),
           recording::ReportKey{request_->node(), request_->agent_instance_id(),
-                               request_->sequence()},
+                               request_->sequence(), ToNanos(request_->timestamp())},
           [this, id = queued.record_id] { OnRecorded(id); });
     }
     MaybeStartWriteLocked();

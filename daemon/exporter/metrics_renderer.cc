@@ -253,7 +253,7 @@ class NodeFamilies {
     const auto interval = r.has_interval() ? std::chrono::seconds(r.interval().seconds()) +
                                                  std::chrono::nanoseconds(r.interval().nanos())
                                            : std::chrono::nanoseconds(std::chrono::seconds(1));
-    accelmon::Add(s, up_, node, now - entry.received_at <= 3 * interval ? 1 : 0);
+    accelmon::Add(s, up_, node, !entry.restored && now - entry.received_at <= 3 * interval ? 1 : 0);
     accelmon::Add(s, last_, node, ToSeconds(r.timestamp()));
 
     for (const auto& c : r.collectors()) {
@@ -812,6 +812,23 @@ void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) 
                "Unix time.",
                kGauge),
       {}, stats.config_reload_success_seconds.load());
+  Add(s,
+      s.Family("accelmon_exporter_state_restored",
+               "1 when the exporter started from its recording's state (nodes, open findings), 0 "
+               "when it started empty (no --record.dir, or nothing recorded).",
+               kGauge),
+      {}, stats.restored_nodes.load() + stats.restored_findings.load() > 0 ? 1 : 0);
+  if (stats.recording) {
+    Add(s,
+        s.Family("accelmon_exporter_restored_nodes",
+                 "Nodes whose latest report was read back from the recording at start-up.", kGauge),
+        {}, static_cast<double>(stats.restored_nodes.load()));
+    Add(s,
+        s.Family("accelmon_exporter_restored_findings",
+                 "Open diagnostics findings read back from the recording directory at start-up.",
+                 kGauge),
+        {}, static_cast<double>(stats.restored_findings.load()));
+  }
   if (stats.recording) {
     const recording::RecorderStats& r = stats.recorder;
     Add(s,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "proto/time_format.h"
+
 namespace accelmon {
 
 NodeStore::NodeStore(std::chrono::milliseconds expire_after, ValidationLimits limits)
@@ -32,6 +34,7 @@ ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock
   slot.entry.step_rates = slot.steps.Update(*report);
   previous = std::exchange(slot.entry.report, std::move(report));
   slot.entry.received_at = now;
+  slot.entry.restored = false;
   slot.entry.index = ++applied_;
   return {ApplyOutcome::kApplied, {}, slot.entry.index};
 }
@@ -44,6 +47,24 @@ void NodeStore::Seed(const std::string& node, const std::string& instance, uint6
   it->second.instance = instance;
   it->second.last_sequence = sequence;
   it->second.entry.received_at = now;
+}
+
+bool NodeStore::Restore(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
+  const auto at = Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+      std::chrono::nanoseconds(ToNanos(report->timestamp()))));
+  std::lock_guard lock(mu_);
+  auto [it, inserted] = nodes_.try_emplace(report->node());
+  Slot& slot = it->second;
+  if (slot.entry.report) return false;
+  if (inserted) {
+    slot.instance = report->agent_instance_id();
+    slot.last_sequence = report->sequence();
+  }
+  slot.entry.report = std::move(report);
+  slot.entry.received_at = std::min(at, now);
+  slot.entry.restored = true;
+  slot.entry.index = ++applied_;
+  return true;
 }
 
 std::vector<NodeEntry> NodeStore::Snapshot(Clock::time_point now) {

@@ -24,6 +24,9 @@ struct NodeEntry {
   // Training steps per second of the node's processes that push a step counter, from this
   // report and the node's earlier ones (step_rates.h); null when none is known.
   std::shared_ptr<const std::vector<StepRate>> step_rates = nullptr;
+  // Put back from the recording after a restart (Restore) and not reported since: the node is
+  // down (accelmon_node_up 0) whatever the report's age.
+  bool restored = false;
 };
 
 enum class ApplyOutcome { kApplied, kDuplicate, kRejected };
@@ -52,6 +55,13 @@ class NodeStore {
   // reports, and is forgotten like a silent node once `expire_after` has passed since `now`.
   void Seed(const std::string& node, const std::string& instance, uint64_t sequence,
             Clock::time_point now);
+
+  // Puts back a node's latest report from before a restart (read from the recording): the node
+  // is in Snapshot() at once, marked restored (down) until it reports again, and expires
+  // `expire_after` after that report's time. Dedup stays as seeded (Seed), or, for a node
+  // without a watermark, follows this report. A node that already reported is left alone.
+  // False when the report is not restored for that reason.
+  bool Restore(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now);
 
   // Every live node, sorted by name. Drops nodes that expired by `now`.
   std::vector<NodeEntry> Snapshot(Clock::time_point now);

@@ -60,6 +60,16 @@ class DeviceLostRule final : public Rule {
     }
   }
 
+  // Still lost while the device is missing or down, from the finding's start; gone once it is
+  // back (the missing-since time is the start, so nothing needs latching).
+  bool Restore(const v1::Finding& finding, std::string_view) override {
+    Known& k = known_[SubjectKey(SubjectOf(finding))];
+    k.subject = SubjectOf(finding);
+    k.last_seen_ns = ToNanos(finding.start());
+    k.missing_since_ns = k.last_seen_ns;
+    return true;
+  }
+
  private:
   struct Known {
     Subject subject;

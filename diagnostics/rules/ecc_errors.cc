@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -66,6 +67,32 @@ class EccErrorsRule final : public Rule {
       context.Raise(DeviceSubject(d),
                     Describe(d, critical, new_uncorrected, per_hour, remap_failed));
     }
+  }
+
+  // When the device last had new uncorrected errors, and a corrected rate over the threshold.
+  std::string Latch(const Subject& subject) const override {
+    const auto it = states_.find(SubjectKey(subject));
+    if (it == states_.end()) return {};
+    return LatchText({{"uncorrected_ns", it->second.last_uncorrected_ns.value_or(0)},
+                      {"corrected_ns", it->second.last_corrected_ns.value_or(0)}});
+  }
+
+  // Held again until hold_seconds after the last errors; without a latch, after the finding's
+  // start at its severity. The counters start afresh (the first report is their baseline).
+  bool Restore(const v1::Finding& finding, std::string_view latch) override {
+    State& s = states_[SubjectKey(SubjectOf(finding))];
+    const int64_t start = ToNanos(finding.start());
+    const auto uncorrected = LatchValue(latch, "uncorrected_ns");
+    const auto corrected = LatchValue(latch, "corrected_ns");
+    if (uncorrected || corrected) {
+      if (uncorrected.value_or(0) > 0) s.last_uncorrected_ns = *uncorrected;
+      if (corrected.value_or(0) > 0) s.last_corrected_ns = *corrected;
+    } else if (finding.severity() == kCritical) {
+      s.last_uncorrected_ns = start;
+    } else {
+      s.last_corrected_ns = start;
+    }
+    return true;
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -64,6 +65,17 @@ class HostOomKillRule final : public Rule {
       held.plot = "host_oom_kill_total";
       context.Raise(Subject{}, std::move(held));
     }
+  }
+
+  // The time of the last kill.
+  std::string Latch(const Subject&) const override {
+    return last_kill_ns_ ? LatchText({{"last_kill_ns", *last_kill_ns_}}) : std::string();
+  }
+
+  // Held again until hold_seconds after the last kill (the finding's start, without a latch).
+  bool Restore(const v1::Finding& finding, std::string_view latch) override {
+    last_kill_ns_ = LatchValue(latch, "last_kill_ns").value_or(ToNanos(finding.start()));
+    return true;
   }
 
  private:

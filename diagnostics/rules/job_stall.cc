@@ -25,6 +25,9 @@ class JobStallRule final : public Rule {
  public:
   explicit JobStallRule(const JobStallConfig& config) : config_(config) {}
 
+  // After a restart: idle for for_seconds (after busy, which a fresh rule has not seen).
+  double SettleSeconds() const override { return config_.for_seconds; }
+
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     const int64_t now = context.now_ns();
     bool by_job = false;
@@ -219,6 +222,9 @@ class JobStallRule final : public Rule {
 class JobStallAcrossNodesRule final : public JobRule {
  public:
   explicit JobStallAcrossNodesRule(const JobStallConfig& config) : config_(config) {}
+
+  // After a restart: idle for for_seconds on every node.
+  double SettleSeconds() const override { return config_.for_seconds; }
 
   void Observe(const JobSlice& slice, JobRuleContext& context) override {
     if (slice.devices.empty()) {

@@ -60,6 +60,9 @@ class JobStragglerRule final : public JobRule {
  public:
   explicit JobStragglerRule(const JobStragglerConfig& config) : config_(config) {}
 
+  // After a restart: slow for for_seconds.
+  double SettleSeconds() const override { return config_.for_seconds; }
+
   void Observe(const JobSlice& slice, JobRuleContext& context) override {
     if (slice.devices.empty()) {
       if (auto it = nodes_.find(slice.node); it != nodes_.end()) nodes_.erase(it);

@@ -19,6 +19,10 @@ class LinkDegradedRule final : public Rule {
  public:
   explicit LinkDegradedRule(const LinkDegradedConfig& config) : config_(config) {}
 
+  // After a restart: low traffic must last for_seconds (a capacity drop needs the best capacity
+  // seen, which starts afresh).
+  double SettleSeconds() const override { return config_.for_seconds; }
+
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     for (int i = 0; i < report.devices_size(); ++i) {
       const v1::DeviceTelemetry& device = report.devices(i);

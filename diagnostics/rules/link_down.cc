@@ -48,6 +48,18 @@ class LinkDownRule final : public Rule {
     }
   }
 
+  // Down since the finding's start, and known to have been up before: raised again while the
+  // link stays down.
+  bool Restore(const v1::Finding& finding, std::string_view) override {
+    const std::string key = SubjectKey(SubjectOf(finding));
+    Slots<LinkState>& links = key.empty() ? host_ : devices_.Get(-1, key);
+    LinkState& s = links.Get(-1, finding.link());
+    s.seen_up = true;
+    s.down = true;
+    s.down_since_ns = ToNanos(finding.start());
+    return true;
+  }
+
  private:
   struct LinkState {
     bool seen_up = false;

@@ -14,6 +14,9 @@ class LinkFlappingRule final : public Rule {
  public:
   explicit LinkFlappingRule(const LinkFlappingConfig& config) : config_(config) {}
 
+  // After a restart: changes are counted over the window.
+  double SettleSeconds() const override { return config_.window_seconds; }
+
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     for (int i = 0; i < report.devices_size(); ++i) {
       const v1::DeviceTelemetry& device = report.devices(i);

@@ -22,6 +22,9 @@ class MemoryFragmentationRule final : public Rule {
  public:
   explicit MemoryFragmentationRule(const MemoryFragmentationConfig& config) : config_(config) {}
 
+  // After a restart: the condition must hold for_seconds.
+  double SettleSeconds() const override { return config_.for_seconds; }
+
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     const int64_t now = context.now_ns();
     for (const v1::DeviceTelemetry& d : report.devices()) {

@@ -73,6 +73,9 @@ class MemoryLeakRule final : public Rule {
  public:
   explicit MemoryLeakRule(const MemoryLeakConfig& config) : config_(config) {}
 
+  // After a restart: the trend is fitted over the window.
+  double SettleSeconds() const override { return config_.window_seconds; }
+
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     const int64_t now = context.now_ns();
     const int64_t window_ns = static_cast<int64_t>(config_.window_seconds * 1e9);

@@ -1,6 +1,7 @@
 // Per-link and per-device state the rules keep between reports, shared by the rule files.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -68,5 +69,36 @@ struct ByteCounters {
     return rate;
   }
 };
+
+// A rule's latch (Rule::Latch) as text: "name=value" pairs of integers, space-separated.
+inline std::string LatchText(std::initializer_list<std::pair<std::string_view, int64_t>> values) {
+  std::string out;
+  for (const auto& [name, value] : values) {
+    if (!out.empty()) out += ' ';
+    out += name;
+    out += '=';
+    out += std::to_string(value);
+  }
+  return out;
+}
+
+// One value of a LatchText; nullopt when absent or not an integer.
+inline std::optional<int64_t> LatchValue(std::string_view latch, std::string_view name) {
+  size_t pos = 0;
+  while (pos < latch.size()) {
+    const size_t end = std::min(latch.find(' ', pos), latch.size());
+    const std::string_view pair = latch.substr(pos, end - pos);
+    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
+        pair[name.size()] == '=') {
+      int64_t value = 0;
+      const std::string_view digits = pair.substr(name.size() + 1);
+      const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+      if (ec == std::errc() && ptr == digits.data() + digits.size()) return value;
+      return std::nullopt;
+    }
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
 
 }  // namespace accelmon::diagnostics

@@ -32,6 +32,11 @@ class ThermalThrottlingRule final : public Rule {
  public:
   explicit ThermalThrottlingRule(const ThermalThrottlingConfig& config) : config_(config) {}
 
+  // After a restart: a reason, or the margin, must last its `for`.
+  double SettleSeconds() const override {
+    return std::max(config_.for_seconds, config_.margin_for_seconds);
+  }
+
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     const int64_t now = context.now_ns();
     for (const v1::DeviceTelemetry& d : report.devices()) {

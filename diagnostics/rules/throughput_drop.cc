@@ -74,6 +74,9 @@ class ThroughputDropRule final : public Rule {
  public:
   explicit ThroughputDropRule(const ThroughputDropConfig& config) : config_(config) { Size(); }
 
+  // After a restart: a baseline, then for_seconds below it.
+  double SettleSeconds() const override { return config_.baseline_seconds + config_.for_seconds; }
+
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     // A reload changed the baseline's length: the buckets span other times now, start over.
     if (config_.baseline_seconds != baseline_seconds_) {

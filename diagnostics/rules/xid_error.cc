@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -91,6 +92,23 @@ class XidErrorRule final : public Rule {
       context.Raise(held.subject, std::move(again));
       ++it;
     }
+  }
+
+  // The time of the device's last XID and whether any was critical.
+  std::string Latch(const Subject& subject) const override {
+    const auto it = held_.find(SubjectKey(subject));
+    if (it == held_.end()) return {};
+    return LatchText({{"last_ns", it->second.last_ns}, {"critical", it->second.critical}});
+  }
+
+  // Held again until hold_seconds after the last XID (its start, without a latch).
+  bool Restore(const v1::Finding& finding, std::string_view latch) override {
+    const Subject subject = diagnostics::SubjectOf(finding);
+    Held& held = held_[SubjectKey(subject)];
+    held.subject = subject;
+    held.last_ns = LatchValue(latch, "last_ns").value_or(ToNanos(finding.start()));
+    held.critical = LatchValue(latch, "critical").value_or(finding.severity() == kCritical) != 0;
+    return true;
   }
 
  private:

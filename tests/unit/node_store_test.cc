@@ -47,6 +47,35 @@ TEST(NodeStore, ARestartedAgentStartsAFreshSequence) {
   EXPECT_EQ(store.Snapshot(kT0)[0].report->agent_instance_id(), "new");
 }
 
+TEST(NodeStore, ARestoredNodeIsDownUntilItReportsAndDedupStaysAsSeeded) {
+  NodeStore store(minutes(10));
+  store.Seed("a", "i1", 7, kT0 + seconds(30));  // the recording's watermark
+  ASSERT_TRUE(store.Restore(Report("a", "i1", 5), kT0 + seconds(30)));
+  auto snap = store.Snapshot(kT0 + seconds(30));
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_TRUE(snap[0].restored);
+  EXPECT_EQ(snap[0].received_at, kT0) << "the report's own time, not the restart's";
+  EXPECT_EQ(store.Apply(Report("a", "i1", 7), kT0 + seconds(31)).outcome, ApplyOutcome::kDuplicate)
+      << "dedup follows the watermark, not the restored report";
+  ASSERT_EQ(store.Apply(Report("a", "i1", 8), kT0 + seconds(31)).outcome, ApplyOutcome::kApplied);
+  snap = store.Snapshot(kT0 + seconds(31));
+  EXPECT_FALSE(snap[0].restored);
+  EXPECT_FALSE(store.Restore(Report("a", "i1", 6), kT0 + seconds(31)))
+      << "a node that reported is left alone";
+  EXPECT_EQ(store.Snapshot(kT0 + seconds(31))[0].report->sequence(), 8u);
+}
+
+TEST(NodeStore, ARestoredNodeExpiresByItsReportsTime) {
+  NodeStore store(minutes(10));
+  ASSERT_TRUE(store.Restore(Report("a", "i1", 5), kT0 + minutes(9)));
+  EXPECT_EQ(store.Snapshot(kT0 + minutes(9)).size(), 1u);
+  EXPECT_EQ(store.Snapshot(kT0 + minutes(10) + seconds(1)).size(), 0u)
+      << "10 minutes after its report, not after the restart";
+  ASSERT_TRUE(store.Restore(Report("b", "i2", 1), kT0));
+  EXPECT_EQ(store.Apply(Report("b", "i2", 1), kT0).outcome, ApplyOutcome::kDuplicate)
+      << "without a watermark, the restored report's own key";
+}
+
 TEST(NodeStore, RejectsReportsThatCannotBeAttributed) {
   NodeStore store(minutes(10));
   EXPECT_EQ(store.Apply(Report("", "i", 1), kT0).reason, "missing_node");

@@ -1,0 +1,46 @@
+"""Prints the open findings a Watch stream's initial state holds, one line each:
+RULE NODE DEVICE SEVERITY START_UNIX_NANOS. Used by the e2e tests to read the Query API of a real
+exporter without a generated gRPC stub (the message classes come from protoc --python_out).
+
+Usage: watch_findings.py HOST:PORT [SECONDS]
+Waits at most SECONDS (default 5) for the stream's first events, then prints what it got.
+"""
+import sys
+import threading
+
+import grpc
+from accelmon.v1 import diagnostics_pb2
+
+
+def main():
+    address = sys.argv[1]
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 5.0
+    channel = grpc.insecure_channel(address)
+    watch = channel.unary_stream(
+        "/accelmon.v1.Query/Watch",
+        request_serializer=diagnostics_pb2.WatchRequest.SerializeToString,
+        response_deserializer=diagnostics_pb2.WatchEvent.FromString)
+    stream = watch(diagnostics_pb2.WatchRequest(initial_state=True), timeout=seconds)
+    findings = []
+    # The initial state arrives at once; the stream then stays open for later events, so the
+    # call's deadline ends it.
+    timer = threading.Timer(min(seconds, 1.0), stream.cancel)
+    timer.start()
+    try:
+        for event in stream:
+            if event.HasField("finding") and not event.finding.HasField("end"):
+                findings.append(event.finding)
+    except grpc.RpcError as e:
+        if e.code() not in (grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED):
+            print(f"watch failed: {e.code()}: {e.details()}", file=sys.stderr)
+            return 1
+    finally:
+        timer.cancel()
+    for f in findings:
+        start = f.start.seconds * 10**9 + f.start.nanos
+        print(f"{f.rule} {f.node} {f.device or '-'} {f.severity} {start}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
