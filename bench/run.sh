@@ -43,4 +43,6 @@ section "Attribution: the agent cycle with and without 64 Slurm processes" attri
     --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true
 section "Ingest, latency, scale and agent cost: loadgen against a bare gRPC echo server" ingest \
   bash bench/ingest_vs_echo.sh "$build"
+section "Restart: an exporter's start from a 1000-node recording" restart \
+  bash bench/restart_from_recording.sh "$build"
 echo "bench/README.md: tables rewritten; commit them with the run's context."

@@ -256,12 +256,20 @@ SegmentWriter::SegmentWriter(RecordingOptions options, std::optional<Watermarks>
     if (watermarks) {
       watermarks_ = std::move(*watermarks);
     } else {
-      recovered_ = RecoverWatermarks(dir);
-      watermarks_ = recovered_.watermarks;
       if (options_.tail_index) {
         recovered_locations_ = RecoverLocations(dir, ListSegmentFiles(dir));
         latest_ = recovered_locations_.nodes;
       }
+      if (recovered_locations_.watermarks) {
+        // The index's watermarks and the reports after it: the newest segment is not read.
+        recovered_.watermarks = *recovered_locations_.watermarks;
+        recovered_.segment = dir + "/" + std::string(kTailIndexFile);
+        recovered_.reports = recovered_locations_.reports_scanned;
+        recovered_.damage = recovered_locations_.damage;
+      } else {
+        recovered_ = RecoverWatermarks(dir);
+      }
+      watermarks_ = recovered_.watermarks;
     }
     ScanDirectory();
     EnforceRetention();
@@ -275,7 +283,7 @@ SegmentWriter::SegmentWriter(RecordingOptions options, std::optional<Watermarks>
 
 SegmentWriter::~SegmentWriter() {
   CloseSegment();
-  if (options_.tail_index && index_dirty_) WriteIndex();
+  if (options_.tail_index && index_dirty_ && synced_) WriteIndex();
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -351,6 +359,9 @@ void SegmentWriter::CloseSegment() {
   if (fd_ < 0) return;
   if (dirty_ && ::fdatasync(fd_) != 0) {
     spdlog::warn("recording: cannot sync {}: {}", segments_.back().path, ErrnoText(errno));
+    synced_ = false;  // the index must not claim what may be lost
+  } else {
+    synced_ = true;
   }
   ::close(fd_);
   fd_ = -1;
@@ -391,6 +402,7 @@ void SegmentWriter::AppendBatch(const Batch& batch) {
     framing.AddRecord(record, &framed_);
   }
   WriteFramed(framed_);
+  synced_ = false;
   if (options_.tail_index) {
     const uint64_t index = segments_.back().index;
     const uint64_t offset = segments_.back().bytes;  // the record starts here, or after padding
@@ -420,6 +432,7 @@ void SegmentWriter::Sync() {
   if (fd_ < 0 || !dirty_) return;
   if (::fdatasync(fd_) == 0) {
     dirty_ = false;
+    synced_ = true;
     const auto now = std::chrono::steady_clock::now();
     if (options_.tail_index && index_dirty_ && now - last_index_write_ >= std::chrono::seconds(1)) {
       last_index_write_ = now;
@@ -466,11 +479,11 @@ void SegmentWriter::WriteIndex() {
     const uint64_t oldest = segments_.front().index;
     std::erase_if(latest_, [&](const auto& node) { return node.second.segment < oldest; });
   }
-  // What is synced: everything written to the segments so far (a writer that failed has
-  // nothing open and begins a new segment, after these).
+  // Called only when everything appended is synced: the records end where the segments end,
+  // and the watermarks are theirs.
   const uint64_t segment = segments_.empty() ? 0 : segments_.back().index;
   const uint64_t end = segments_.empty() ? 0 : segments_.back().bytes;
-  if (WriteTailIndex(options_.dir, latest_, segment, end)) {
+  if (WriteTailIndex(options_.dir, latest_, watermarks_, segment, end)) {
     index_dirty_ = false;
     if (index_failing_) spdlog::info("recording: writing {} again", kTailIndexFile);
     index_failing_ = false;

@@ -17,6 +17,7 @@
 #include "accelmon/v1/telemetry.pb.h"
 #include "recording/log_writer.h"
 #include "recording/record_codec.h"
+#include "recording/report_key.h"
 #include "recording/tail_index.h"
 
 namespace accelmon::recording {
@@ -38,32 +39,6 @@ struct RecordingOptions {
   // Keep `tail.index` (tail_index.h): the exporter's recorder does, `record import` not.
   bool tail_index = false;
 };
-
-// Where one node's reports stand: the agent instance last applied and its highest sequence.
-struct Watermark {
-  std::string agent_instance_id;
-  uint64_t sequence = 0;
-  bool operator==(const Watermark&) const = default;
-};
-// By node name.
-using Watermarks = std::map<std::string, Watermark, std::less<>>;
-
-// What identifies a report for exactly-once delivery.
-struct ReportKey {
-  std::string node;
-  std::string agent_instance_id;
-  uint64_t sequence = 0;
-  int64_t time_ns = 0;  // the report's timestamp (for the tail index); 0 when it has none
-};
-
-// Reads node, agent_instance_id, sequence and timestamp (fields 1-4 of NodeReport) from one
-// report's wire bytes, skipping everything else: for readers that need only a report's key
-// (recovery, the agent's spool). False when the bytes are malformed.
-bool ParseReportKey(std::string_view wire, ReportKey* key);
-
-// Moves `watermarks` past one report, as the exporter's dedup does: the same instance keeps its
-// highest sequence, a new instance replaces the old one.
-void AdvanceWatermark(Watermarks& watermarks, const ReportKey& key);
 
 // One ReportBatch record under construction: the reports' wire bytes and their keys, in order.
 struct Batch {
@@ -177,6 +152,7 @@ class SegmentWriter {
   ReportLocations latest_;  // of every node, while tail_index is on
   std::chrono::steady_clock::time_point last_index_write_{};
   bool index_dirty_ = false;
+  bool synced_ = true;  // everything appended is synced (the index may be written)
   bool index_failing_ = false;  // logged once until it works again
   SegmentWriterStats stats_;
   std::string framed_;  // scratch

@@ -43,24 +43,49 @@ bool ForEachReport(std::string_view record, std::string* storage, OnReport on_re
   return true;
 }
 
-// Moves `nodes` past every report in the records of one segment from `offset` on.
-uint64_t ScanSegment(const std::string& path, uint64_t segment, uint64_t offset,
-                     ReportLocations& nodes) {
+// The reports of one segment's records from `offset` on, in order, with where each record is.
+struct SegmentScan {
+  std::vector<std::pair<uint64_t, ReportKey>> keys;  // record offset, key
+  uint64_t records = 0;
+};
+
+SegmentScan ScanSegment(const std::string& path, uint64_t offset, RecoveredLocations& out) {
+  SegmentScan scan;
   std::string data;
-  if (!ReadFileRange(path, offset, &data)) return 0;
+  if (!ReadFileRange(path, offset, &data)) {
+    out.damage.push_back(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    return scan;
+  }
   LogReader reader(data, ReadMode::kSalvage, offset);
   std::string_view record;
   std::string scratch;
   std::string storage;
-  uint64_t records = 0;
   while (reader.ReadRecord(&record, &scratch)) {
-    ++records;
+    ++scan.records;
     const uint64_t at = reader.record_offset();
-    ForEachReport(record, &storage, [&](std::string_view, const ReportKey& key) {
-      nodes[key.node] = ReportLocation{.segment = segment, .offset = at, .time_ns = key.time_ns};
-    });
+    const size_t before = scan.keys.size();
+    if (!ForEachReport(record, &storage, [&](std::string_view, const ReportKey& key) {
+          scan.keys.emplace_back(at, key);
+        })) {
+      scan.keys.resize(before);
+      out.damage.push_back(fmt::format("{}: record at offset {} is unreadable", path, at));
+    }
   }
-  return records;
+  for (const Damage& d : reader.damage()) {
+    out.damage.push_back(
+        fmt::format("{}: {} bytes lost at offset {}: {}", path, d.bytes, d.offset, d.reason));
+  }
+  return scan;
+}
+
+// Moves `out` past the reports of `scan` (of segment `segment`), in order.
+void Apply(const SegmentScan& scan, uint64_t segment, RecoveredLocations& out) {
+  out.records_scanned += scan.records;
+  out.reports_scanned += scan.keys.size();
+  for (const auto& [at, key] : scan.keys) {
+    out.nodes[key.node] = ReportLocation{.segment = segment, .offset = at, .time_ns = key.time_ns};
+    if (out.watermarks) AdvanceWatermark(*out.watermarks, key);
+  }
 }
 
 // The index file's contents; an empty optional with `problem` set when it cannot be used.
@@ -89,11 +114,17 @@ std::optional<v1::TailIndex> ReadIndex(const std::string& dir, std::string* prob
 
 }  // namespace
 
-bool WriteTailIndex(const std::string& dir, const ReportLocations& nodes, uint64_t segment,
-                    uint64_t end_offset) {
+bool WriteTailIndex(const std::string& dir, const ReportLocations& nodes,
+                    const Watermarks& watermarks, uint64_t segment, uint64_t end_offset) {
   v1::TailIndex index;
   index.set_segment(segment);
   index.set_end_offset(end_offset);
+  for (const auto& [node, mark] : watermarks) {
+    v1::NodeWatermark* w = index.add_watermarks();
+    w->set_node(node);
+    w->set_agent_instance_id(mark.agent_instance_id);
+    w->set_sequence(mark.sequence);
+  }
   for (const auto& [node, at] : nodes) {
     v1::NodeLocation* n = index.add_nodes();
     n->set_node(node);
@@ -126,22 +157,29 @@ RecoveredLocations RecoverLocations(const std::string& dir,
   RecoveredLocations out;
   if (segments.empty()) return out;
   const std::optional<v1::TailIndex> index = ReadIndex(dir, &out.index_problem);
-  // Without an index: the newest two segments (the last writer's, and the one before it when it
-  // had just begun), which hold every node that reported lately.
-  uint64_t from_segment = segments[segments.size() >= 2 ? segments.size() - 2 : 0].first;
-  uint64_t from_offset = 0;
-  if (index) {
-    for (const v1::NodeLocation& n : index->nodes()) {
-      out.nodes[n.node()] = ReportLocation{
-          .segment = n.segment(), .offset = n.offset(), .time_ns = ToNanos(n.timestamp())};
+  if (!index) {
+    // The newest two segments that hold reports (every start begins a segment, so the newest
+    // ones may hold only a header), newest first, applied oldest first.
+    std::vector<std::pair<uint64_t, SegmentScan>> scans;
+    for (auto it = segments.rbegin(); it != segments.rend() && scans.size() < 2; ++it) {
+      SegmentScan scan = ScanSegment(it->second, 0, out);
+      if (!scan.keys.empty()) scans.emplace_back(it->first, std::move(scan));
     }
-    from_segment = index->segment();
-    from_offset = index->end_offset();
+    for (auto it = scans.rbegin(); it != scans.rend(); ++it) Apply(it->second, it->first, out);
+    return out;
+  }
+  for (const v1::NodeLocation& n : index->nodes()) {
+    out.nodes[n.node()] = ReportLocation{
+        .segment = n.segment(), .offset = n.offset(), .time_ns = ToNanos(n.timestamp())};
+  }
+  out.watermarks.emplace();
+  for (const v1::NodeWatermark& w : index->watermarks()) {
+    (*out.watermarks)[w.node()] = Watermark{w.agent_instance_id(), w.sequence()};
   }
   for (const auto& [segment, path] : segments) {
-    if (segment < from_segment) continue;
-    out.records_scanned +=
-        ScanSegment(path, segment, segment == from_segment ? from_offset : 0, out.nodes);
+    if (segment < index->segment()) continue;
+    const uint64_t from = segment == index->segment() ? index->end_offset() : 0;
+    Apply(ScanSegment(path, from, out), segment, out);
   }
   return out;
 }

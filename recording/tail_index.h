@@ -9,9 +9,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "recording/report_key.h"
 
 namespace accelmon::recording {
 
@@ -27,23 +30,28 @@ using ReportLocations = std::map<std::string, ReportLocation, std::less<>>;
 
 inline constexpr std::string_view kTailIndexFile = "tail.index";
 
-// What start-up found about the latest reports (SegmentWriter::recovered()).
+// What start-up found about the latest reports (SegmentWriter::recovered_locations()).
 struct RecoveredLocations {
   ReportLocations nodes;
   // "" when `tail.index` was read; else why not (missing, damaged), in which case `nodes` come
-  // from the newest two segments only.
+  // from the newest two segments that hold reports, and `watermarks` is empty.
   std::string index_problem;
+  // From the index, advanced by every report after it: the exporter's dedup state.
+  std::optional<Watermarks> watermarks;
   uint64_t records_scanned = 0;  // records read after the point the index covered
+  uint64_t reports_scanned = 0;
+  std::vector<std::string> damage;  // in the records read
 };
 
 // Writes `tail.index` in `dir` (to a temporary file, renamed over the old one; not synced: a
 // lost index costs only a slower, partial start). `segment` and `end_offset`: how far the
-// synced records go. False with errno set on failure.
-bool WriteTailIndex(const std::string& dir, const ReportLocations& nodes, uint64_t segment,
-                    uint64_t end_offset);
+// synced records go; `watermarks` as of there. False with errno set on failure.
+bool WriteTailIndex(const std::string& dir, const ReportLocations& nodes,
+                    const Watermarks& watermarks,
+                    uint64_t segment, uint64_t end_offset);
 
 // Reads `tail.index` of `dir` and brings it up to date from the records after it in
-// `segments` (index, path; oldest first). Damaged records are skipped.
+// `segments` (index, path; oldest first). Damaged records are skipped and said in `damage`.
 RecoveredLocations RecoverLocations(const std::string& dir,
                                     const std::vector<std::pair<uint64_t, std::string>>& segments);
 

@@ -127,7 +127,7 @@ void Exporter::StartRecording() {
           : std::string("none"));
   spdlog::info("recording: watermarks of {} node(s) recovered{}", recovered.watermarks.size(),
                recovered.segment.empty() ? std::string()
-                                         : fmt::format(" from {} and {} report(s) after its header",
+                                         : fmt::format(" from {} and {} report(s) after it",
                                                        recovered.segment, recovered.reports));
   RestoreState(now);
   spdlog::info("recording: start-up read the recording in {:.0f} ms",
@@ -154,15 +154,16 @@ void Exporter::RestoreState(Clock::time_point now) {
   }
   uint64_t restored = 0;
   for (const std::string& wire : latest.reports) {
-    auto report = std::make_shared<v1::NodeReport>();
+    std::shared_ptr<v1::NodeReport> report = NewArenaReport();
     if (report->ParseFromString(wire) && store_.Restore(std::move(report), now)) ++restored;
   }
   stats_.restored_nodes = restored;
   stats_.restored_findings = diagnostics_->RestoreState();
   spdlog::info(
-      "recording: restored the latest report of {} node(s) ({} older than --node.expire-after "
-      "left out), shown down (accelmon_node_up 0) until they report again; {} open finding(s)",
-      restored, latest.too_old, stats_.restored_findings.load());
+      "recording: restored the latest report of {} node(s) from {} record(s) ({} older than "
+      "--node.expire-after left out), shown down (accelmon_node_up 0) until they report again; "
+      "{} open finding(s)",
+      restored, latest.records_read, latest.too_old, stats_.restored_findings.load());
 }
 
 void Exporter::Stop() {

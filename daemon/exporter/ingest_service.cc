@@ -16,26 +16,6 @@
 namespace accelmon {
 namespace {
 
-// A report parsed on an arena of its own: its hundreds of strings and sub-messages cost one
-// block allocation instead of one malloc each, and are freed at once when the store lets the
-// report go (malloc and free were a third of ingest CPU).
-struct ArenaReport {
-  static google::protobuf::ArenaOptions Options() {
-    google::protobuf::ArenaOptions options;
-    options.start_block_size = 16 << 10;
-    options.max_block_size = 256 << 10;
-    return options;
-  }
-  google::protobuf::Arena arena{Options()};
-  v1::NodeReport* report = google::protobuf::Arena::CreateMessage<v1::NodeReport>(&arena);
-};
-
-std::shared_ptr<v1::NodeReport> NewArenaReport() {
-  auto holder = std::make_shared<ArenaReport>();
-  v1::NodeReport* report = holder->report;
-  return {std::move(holder), report};  // shares the holder's lifetime
-}
-
 // Above this many unsent acks (those waiting for the recorder included), stop reading until the
 // agent takes its acks: a client that floods without reading is slowed down instead of growing
 // our memory.

@@ -29,6 +29,9 @@ struct NodeEntry {
   bool restored = false;
 };
 
+// An empty report for the store, to parse into, on an arena of its own (ingest, restore).
+std::shared_ptr<v1::NodeReport> NewArenaReport();
+
 enum class ApplyOutcome { kApplied, kDuplicate, kRejected };
 
 struct ApplyResult {

@@ -111,10 +111,34 @@ TEST_F(TailIndex, RecordsWrittenAfterTheIndexAreReadToo) {
   Write(20);
   // As after a crash a second after the index was written: the index lags the records.
   fs::copy_file(stale, dir_ + "/tail.index", fs::copy_options::overwrite_existing);
+  const Watermarks scanned = RecoverWatermarks(dir_).watermarks;
   SegmentWriter reopened(Options());
   EXPECT_EQ(reopened.recovered_locations().index_problem, "");
   EXPECT_GT(reopened.recovered_locations().records_scanned, 20u);
   EXPECT_EQ(Latest(reopened.recovered_locations()), kAfterTwentyRounds);
+  // Exactly-once rests on these: the index's watermarks, advanced by the reports after it, are
+  // what reading the newest segment gives.
+  EXPECT_EQ(reopened.recovered().watermarks, scanned);
+  EXPECT_EQ(reopened.recovered().watermarks.at("a").sequence, 41u);
+}
+
+TEST_F(TailIndex, WatermarksFromTheIndexAreThoseOfTheNewestSegment) {
+  Write(20);
+  const Watermarks scanned = RecoverWatermarks(dir_).watermarks;
+  SegmentWriter reopened(Options());
+  EXPECT_EQ(reopened.recovered().segment, dir_ + "/tail.index");
+  EXPECT_EQ(reopened.recovered().watermarks, scanned);
+  EXPECT_EQ(scanned.size(), 4u);
+}
+
+TEST_F(TailIndex, WithoutAnIndexRestartsThatWroteNothingDoNotHideTheReports) {
+  Write(20);
+  for (int i = 0; i < 3; ++i) SegmentWriter idle(Options());  // each begins a header-only segment
+  fs::remove(dir_ + "/tail.index");
+  SegmentWriter reopened(Options());
+  const auto latest = Latest(reopened.recovered_locations());
+  EXPECT_EQ(latest.at("a"), 41u);
+  EXPECT_EQ(latest.at("c"), 41u);
 }
 
 TEST_F(TailIndex, WithoutAnIndexOnlyTheNewestTwoSegmentsAreRead) {
