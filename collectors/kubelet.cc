@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <system_error>
@@ -202,12 +205,38 @@ size_t AttributePods(const podresources::ListPodResourcesResponse& pods, v1::Nod
 }
 
 struct KubeletCollector::Client {
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<podresources::PodResourcesLister::Stub> stub;
+};
+
+// One List call, answered on a gRPC thread; shared with that thread's callback.
+struct KubeletCollector::Call {
+  grpc::ClientContext context;
+  podresources::ListPodResourcesRequest request;
+  podresources::ListPodResourcesResponse response;
+  std::shared_ptr<grpc::Channel> channel;  // kept while the call runs
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  grpc::Status status;
+  std::chrono::steady_clock::duration took{};
+
+  // Waits at most `wait` for the answer; true when it came.
+  bool Wait(std::chrono::milliseconds wait) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, wait, [&] { return done; });
+  }
 };
 
 KubeletCollector::KubeletCollector(KubeletOptions options) : options_(std::move(options)) {}
 
-KubeletCollector::~KubeletCollector() = default;
+KubeletCollector::~KubeletCollector() {
+  if (call_) {
+    call_->context.TryCancel();
+    call_->Wait(std::chrono::seconds(5));
+  }
+}
 
 void KubeletCollector::Collect(v1::NodeReport& report) {
   std::error_code ec;
@@ -231,24 +260,46 @@ void KubeletCollector::Collect(v1::NodeReport& report) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     // The kubelet's own limit for this API (a node with many pods).
     args.SetMaxReceiveMessageSize(16 << 20);
+    auto channel = grpc::CreateCustomChannel("unix:" + options_.socket,
+                                             grpc::InsecureChannelCredentials(), args);
     client_ = std::make_unique<Client>(
-        Client{podresources::PodResourcesLister::NewStub(grpc::CreateCustomChannel(
-            "unix:" + options_.socket, grpc::InsecureChannelCredentials(), args))});
+        Client{channel, podresources::PodResourcesLister::NewStub(channel)});
   }
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + options_.timeout);
-  podresources::ListPodResourcesResponse response;
-  const grpc::Status status =
-      client_->stub->List(&context, podresources::ListPodResourcesRequest(), &response);
-  if (!status.ok()) {
+  const std::string no_answer = "kubelet List on " + options_.socket + ": no answer within " +
+                                std::to_string(options_.timeout.count()) + " ms";
+  // The tick waits for the kubelet only while it answers in time, as the device collectors do
+  // (deadline_collector.h): a slow kubelet costs one tick its deadline, then later ticks use the
+  // answer of a call that is still running when it comes and never wait for it.
+  if (!call_) {
+    call_ = std::make_shared<Call>();
+    call_->channel = client_->channel;
+    // The call itself may run longer than a tick waits, so that a slow kubelet's answer is used.
+    call_->context.set_deadline(std::chrono::system_clock::now() +
+                                std::max(10 * options_.timeout, std::chrono::milliseconds(5000)));
+    std::shared_ptr<Call> call = call_;
+    client_->stub->async()->List(&call->context, &call->request, &call->response,
+                                 [call](grpc::Status status) {
+                                   std::lock_guard lock(call->mu);
+                                   call->status = std::move(status);
+                                   call->took = std::chrono::steady_clock::now() - call->started;
+                                   call->done = true;
+                                   call->cv.notify_all();
+                                 });
+  }
+  if (!call_->Wait(kubelet_slow_ ? std::chrono::milliseconds(0) : options_.timeout)) {
+    kubelet_slow_ = true;
+    throw CollectorError(no_answer + " (the call goes on; this tick has no pods)");
+  }
+  const std::shared_ptr<Call> call = std::move(call_);
+  kubelet_slow_ = call->took > options_.timeout;
+  if (!call->status.ok()) {
     client_.reset();  // a fresh channel next tick: the kubelet may have been replaced
-    throw CollectorError(
-        "kubelet List on " + options_.socket + ": " +
-        (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
-             ? "no answer within " + std::to_string(options_.timeout.count()) + " ms"
-             : status.error_message()));
+    throw CollectorError(call->status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                             ? no_answer
+                             : "kubelet List on " + options_.socket + ": " +
+                                   call->status.error_message());
   }
-  AttributePods(response, report);
+  AttributePods(call->response, report);
 }
 
 }  // namespace accelmon::collectors

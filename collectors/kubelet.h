@@ -53,7 +53,10 @@ struct KubeletOptions {
 
 // Lists the kubelet's pods every tick. Absent (SourceAbsent, logged once at info) while the socket
 // does not exist; a kubelet that refuses, fails or misses the deadline fails the tick
-// (CollectorError): no POD holders that tick, the rest of the report as always.
+// (CollectorError): no POD holders that tick, the rest of the report as always. A tick waits for
+// the kubelet's answer at most `timeout`, and not at all while the kubelet is slow (its last call
+// took longer): then each tick takes the answer of the call still running if it has come, and
+// fails at once otherwise, so a slow kubelet never holds up the report.
 class KubeletCollector final : public Collector {
  public:
   explicit KubeletCollector(KubeletOptions options);
@@ -64,8 +67,11 @@ class KubeletCollector final : public Collector {
 
  private:
   struct Client;
+  struct Call;
   const KubeletOptions options_;
   std::unique_ptr<Client> client_;  // null until the socket exists, and after a failed call
+  std::shared_ptr<Call> call_;      // the List call running, if any
+  bool kubelet_slow_ = false;       // its last call took longer than the timeout
   bool said_absent_ = false;
 };
 

@@ -100,7 +100,8 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
                  "assigned to (off while it does not exist; \"\" turns it off)")
       ->capture_default_str();
   cmd.add_option("--kubelet.timeout", f.kubelet_timeout,
-                 "Give up on the kubelet's answer after this long (no pods that tick)")
+                 "How long a tick waits for the kubelet's answer (no pods that tick; no wait while "
+                 "it is slow)")
       ->check(kDuration)
       ->capture_default_str();
   // node_exporter's style: a pair of flags per host collector, generated from the one list.

@@ -351,12 +351,17 @@ TEST_F(KubeletAttribution, ASlowOrStoppedKubeletMakesHoldersAbsentAndReportsGoOn
       << Status(*failed, "kubelet")->error();
   EXPECT_EQ(PodsPerDevice(*failed), (std::vector<std::string>{"", ""})) << "absent, not stale";
   EXPECT_TRUE(Status(*failed, "sim")->success()) << "the rest of the report as always";
-  // Reports keep coming while it hangs, each without the pods.
+  // Reports keep coming while it hangs, each without the pods, and without waiting for the
+  // kubelet again: only the first tick of the hang spent its 200 ms.
   for (int i = 0; i < 3; ++i) {
     failed = ExporterReportAfter(failed->sequence());
     ASSERT_TRUE(failed.has_value()) << "reports stopped while the kubelet hangs";
     EXPECT_FALSE(Status(*failed, "kubelet")->success());
     EXPECT_EQ(PodsPerDevice(*failed)[0], "");
+    EXPECT_NE(Status(*failed, "kubelet")->error().find("the call goes on"), std::string::npos)
+        << Status(*failed, "kubelet")->error();
+    EXPECT_LT(Status(*failed, "kubelet")->duration_seconds(), 0.1)
+        << "a tick waited for a kubelet known to be slow";
   }
   EXPECT_EQ(log.Count("collector kubelet: no data"), 1u) << "logged once, not every tick";
 
