@@ -39,12 +39,8 @@ done
 # machine can take many seconds to drain.
 last="exporter$kills"
 wait_for_log "$last" 'applied node=node-a' 30 >/dev/null
-caught_up() {
-  spool=$(curl -fsS "http://127.0.0.1:$web_port/metrics" 2>/dev/null |
-    awk '/^accelmon_agent_spool_reports\{/ { print int($2) }')
-  [ -n "$spool" ] && [ "$spool" -le 5 ]
-}
-wait_until 60 "the last exporter to catch up with the agent's spool" caught_up
+wait_until 60 "the last exporter to catch up with the agent's spool" \
+  spool_drained "http://127.0.0.1:$web_port/metrics"
 
 stop agent
 stopped=$(wait_for_log agent 'agent stopped after sequence [0-9]+; [0-9]+ report')

@@ -67,12 +67,7 @@ after_watch=$("${WATCH[@]}" "127.0.0.1:$grpc_port") || fail "Watch after the res
 # The agent comes back (no XID this time) and re-sends what its spool holds.
 start agent2 "${AGENT[@]}"
 wait_for_metric "$metrics" '^accelmon_node_up\{node="xid-node"\} 1$' 30
-caught_up() {
-  local spool
-  spool=$(scrape "$metrics" | awk '/^accelmon_agent_spool_reports\{node="xid-node"/ { print int($2) }')
-  [ -n "$spool" ] && [ "$spool" -le 5 ]
-}
-wait_until 60 "the agent to catch up with its spool" caught_up
+wait_until 60 "the agent to catch up with its spool" spool_drained "$metrics" xid-node
 stop agent2
 stopped=$(wait_for_log agent2 'agent stopped after sequence [0-9]+; [0-9]+ report')
 n=$(echo "$stopped" | grep -Eo 'sequence [0-9]+' | grep -Eo '[0-9]+')

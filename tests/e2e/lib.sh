@@ -52,6 +52,15 @@ wait_for_metric() {
   fail "timed out waiting for /$regex/ at $url"
 }
 
+# spool_drained METRICS_URL [NODE]: whether the agent (of NODE) says in its latest report that
+# its spool holds only the last tick or two, i.e. the exporter has caught up with it.
+spool_drained() {
+  local spool
+  spool=$(scrape "$1" | awk -v node="${2:-}" '/^accelmon_agent_spool_reports\{/ &&
+    (node == "" || index($0, "node=\"" node "\"")) { print int($2) }')
+  [ -n "$spool" ] && [ "$spool" -le 5 ]
+}
+
 # wait_until SECONDS WHAT COMMAND...: runs COMMAND until it succeeds; fails naming WHAT once
 # SECONDS have passed. For waiting on a condition, never on a guess of how long it takes.
 wait_until() {
