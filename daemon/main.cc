@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
   if (argc > 0) app.name(argv[0]);
   try {
     app.parse(std::vector<std::string>(reversed));
+  } catch (const CLI::FileError& e) {
+    // CLI11 reads --config.file itself and says only "not readable (missing?)": say why.
+    const std::optional<std::string> why = accelmon::WhyConfigFileUnreadable(app);
+    std::fprintf(stderr, "accelmon: %s\n", why ? why->c_str() : e.what());
+    return accelmon::kExitUsage;
   } catch (const CLI::ParseError& e) {
     const int rc = app.exit(e);
     return rc == 0 ? accelmon::kExitOk : accelmon::kExitUsage;

@@ -9,6 +9,8 @@
 #include <istream>
 #include <sstream>
 
+#include "daemon/common/config_path.h"
+
 namespace accelmon {
 
 namespace {
@@ -287,6 +289,9 @@ class YamlConfig : public CLI::Config {
   std::vector<CLI::ConfigItem> from_config(std::istream& in) const override {
     const auto files = root_->get_config_ptr()->as<std::vector<std::string>>();
     if (files.size() != 1) throw CLI::ConfigError("--config.file: give one file");
+    if (auto bad = CheckConfigFilePath("--config.file", files.front())) {
+      throw CLI::ConfigError(*bad);
+    }
     std::string target;
     for (const CLI::App* sub : root_->get_subcommands()) target = sub->get_name();
     if (target != "agent" && target != "exporter" && target != "standalone") {
@@ -354,6 +359,15 @@ void AddConfigFileFlag(CLI::App& root) {
   root.set_config("--config.file", "",
                   "YAML file setting the flags of agent, exporter and standalone; flags on the "
                   "command line win (docs/deployment.md; `accelmon config defaults` prints one)");
+}
+
+std::optional<std::string> WhyConfigFileUnreadable(CLI::App& root) {
+  const CLI::Option* option = root.get_config_ptr();
+  if (option == nullptr || option->count() == 0) return std::nullopt;
+  for (const std::string& file : option->results()) {
+    if (auto why = CheckConfigFilePath("--config.file", file)) return why;
+  }
+  return std::nullopt;
 }
 
 std::string DefaultConfigFile(CLI::App& root) {

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ ConfigFileContents ReadConfigFile(CLI::App& root, const std::string& file, std::
 // Adds --config.file to `root` (a global flag: CLI11 reads config files at the top level) and
 // the YAML reader behind it. Parsing then throws CLI::ConfigError with every error of the file.
 void AddConfigFileFlag(CLI::App& root);
+
+// After CLI11 refused to read the --config.file given to `root` (CLI::FileError): what is wrong
+// with it (config_path.h), or nullopt when nothing is.
+std::optional<std::string> WhyConfigFileUnreadable(CLI::App& root);
 
 // The complete commented file: every flag of the sections with its help and default.
 std::string DefaultConfigFile(CLI::App& root);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "daemon/common/cli_validators.h"
+#include "daemon/common/config_path.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/flags.h"
 #include "daemon/common/sd_notify.h"
@@ -84,6 +85,10 @@ std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f, std::
     return std::nullopt;
   }
   if (!f.web_config_file.empty()) {
+    if (auto bad = CheckConfigFilePath("--web.config.file", f.web_config_file)) {
+      *error = *bad;
+      return std::nullopt;
+    }
     try {
       options.web_config = LoadWebConfig(f.web_config_file);
     } catch (const WebConfigError& e) {
@@ -94,6 +99,10 @@ std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f, std::
   if (f.no_diagnostics) {
     options.diagnostics.reset();
   } else if (!f.diagnostics_config.empty()) {
+    if (auto bad = CheckConfigFilePath("--diagnostics.config", f.diagnostics_config)) {
+      *error = *bad;
+      return std::nullopt;
+    }
     try {
       options.diagnostics = diagnostics::LoadConfig(f.diagnostics_config);  // "FILE:LINE: what"
       options.diagnostics_config_file = f.diagnostics_config;
@@ -103,6 +112,11 @@ std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f, std::
     }
   }
   if (!f.record_dir.empty()) {
+    // The same rule as --spool.dir: a directory that cannot be made or written is a usage error.
+    if (auto bad = PrepareWritableDirectory("--record.dir", f.record_dir)) {
+      *error = *bad;
+      return std::nullopt;
+    }
     options.recording = ToRecorderOptions(f, error);
     if (!options.recording) return std::nullopt;
   }

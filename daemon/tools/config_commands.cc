@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "daemon/common/config_file.h"
+#include "daemon/common/config_path.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/exporter/web_config.h"
 #include "diagnostics/config.h"
@@ -28,12 +29,18 @@ int CheckConfig(const ConfigCommands& c) {
   for (const auto& file : c.files) {
     std::ifstream in(file);
     std::vector<std::string> errors;
-    if (!in) {
+    if (auto bad = CheckConfigFilePath("", file)) {
+      errors.push_back(*bad);
+    } else if (!in) {
       errors.push_back(file + ": cannot be read");
     } else {
       ConfigFileContents contents = ReadConfigFile(*c.root, file, in, "");
       errors = std::move(contents.errors);
       for (const auto& [key, path] : contents.referenced) {
+        if (auto bad_path = CheckConfigFilePath("", path)) {
+          errors.push_back(file + ": " + key + ": " + *bad_path);
+          continue;
+        }
         try {
           if (key == "exporter.diagnostics.config") {
             (void)diagnostics::LoadConfig(path);

@@ -65,7 +65,7 @@ printf 'rules:\n  memory_fragmentation:\n    ratio: 7\n' >"$WORK/bad.yaml"
 expect_usage_error "$WORK/bad.yaml:3: rules.memory_fragmentation.ratio" \
   exporter --diagnostics.config "$WORK/bad.yaml"
 expect_usage_error "$WORK/bad.yaml:3:" standalone --diagnostics.config "$WORK/bad.yaml"
-expect_usage_error "$WORK/missing.yaml: cannot be read" \
+expect_usage_error "$WORK/missing.yaml: does not exist" \
   exporter --diagnostics.config "$WORK/missing.yaml"
 
 # A port already taken is a runtime failure (exit 1) with a reason, not a hang.
@@ -119,4 +119,29 @@ for line in 2 3 4; do
   grep -q "^ *$WORK/bad.yaml:$line: " "$WORK/check.txt" || fail "check config missed line $line: $(cat "$WORK/check.txt")"
   grep -q "^$WORK/bad.yaml:$line: " "$WORK/start.txt" || fail "start-up missed line $line: $(cat "$WORK/start.txt")"
 done
+# Config paths that are not files stop start-up with the flag, the path and why (exit 2), as any
+# bad flag does: a directory, an empty file, and a file that cannot be read (/proc/self/mem:
+# open succeeds, read fails, even for root, as a file on a failing disk does).
+mkdir -p "$WORK/confdir"
+: >"$WORK/empty.yaml"
+PORTS=(--web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0)
+for flag in --config.file --web.config.file --diagnostics.config; do
+  expect_usage_error "$flag $WORK/confdir: is a directory, not a file" exporter "$flag" "$WORK/confdir" "${PORTS[@]}"
+  expect_usage_error "$flag $WORK/empty.yaml: is empty" exporter "$flag" "$WORK/empty.yaml" "${PORTS[@]}"
+  expect_usage_error "$flag /proc/self/mem: cannot be read: Input/output error" exporter "$flag" /proc/self/mem "${PORTS[@]}"
+  expect_usage_error "$flag $WORK/missing.yaml: does not exist" exporter "$flag" "$WORK/missing.yaml" "${PORTS[@]}"
+done
+expect_usage_error "--diagnostics.config $WORK/confdir: is a directory" standalone --sim 1 \
+  --diagnostics.config "$WORK/confdir" --push.socket "" "${PORTS[@]}"
+# One rule for both directories the daemon writes: one it cannot create is a usage error.
+printf 'x' >"$WORK/a-file"
+expect_usage_error "--record.dir $WORK/a-file/rec: cannot create it" exporter --record.dir "$WORK/a-file/rec" "${PORTS[@]}"
+expect_usage_error "$WORK/a-file/spool" agent --spool.dir "$WORK/a-file/spool" --exporter.address 127.0.0.1:1
+set +e
+"$ACCELMON" check config "$WORK/confdir" >"$WORK/check.txt" 2>&1
+rc_check=$?
+set -e
+[ $rc_check -eq 1 ] && grep -q "$WORK/confdir: is a directory" "$WORK/check.txt" ||
+  fail "check config of a directory exited $rc_check: $(cat "$WORK/check.txt")"
+
 echo "cli_test: ok"

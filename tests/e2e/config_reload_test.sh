@@ -48,7 +48,7 @@ start loadgen loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes 3 --devi
 wait_for_metric "$url" '^accelmon_node_up\{node="loadgen-00002"\} 1$'
 [ "$(value accelmon_config_last_reload_successful)" = 1 ] || fail "start-up: reload_successful not 1"
 started=$(value accelmon_config_last_reload_success_timestamp_seconds)
-! scrape "$url" | grep -q '^accelmon_diagnosis_active{rule="firmware_below_minimum"' ||
+! grep -q '^accelmon_diagnosis_active{rule="firmware_below_minimum"' <<<"$(scrape "$url")" ||
   fail "firmware 1.0.0-sim is not below 1.0.0, yet a finding is open"
 
 # Scrape the whole time of the reload, as Prometheus would: every scrape answers, with every node.
@@ -83,7 +83,7 @@ printf 'exporter:\n  node.expire-after: [10m\n' >accelmon.yaml
 kill -HUP "$exporter_PID"
 wait_for_metric "$url" '^accelmon_config_last_reload_successful 0$'
 wait_for_log exporter 'reload \(SIGHUP\) failed, the configuration stays as it was: accelmon.yaml:[0-9]+: ' >/dev/null
-scrape "$url" | grep -q '^accelmon_diagnosis_active{rule="firmware_below_minimum"' ||
+grep -q '^accelmon_diagnosis_active{rule="firmware_below_minimum"' <<<"$(scrape "$url")" ||
   fail "a failed reload lost the thresholds it had"
 
 # POST /-/reload: the good file again.
