@@ -200,8 +200,9 @@ LatestReports ReadLatestReports(const std::string& dir, const ReportLocations& l
   std::string data;
   std::string scratch;
   std::string storage;
-  for (const auto& [where, nodes] : by_record) {
+  for (const auto& [where, wanted] : by_record) {
     const auto [segment, offset] = where;
+    const std::vector<std::string_view>& nodes = wanted;  // a lambda below cannot capture a binding
     const std::string path = SegmentFilePath(dir, segment);
     std::string_view record;
     bool read = false;
