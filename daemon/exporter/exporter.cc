@@ -86,7 +86,7 @@ void Exporter::Start() {
   http_ = std::make_unique<HttpServer>(
       options_.web_listen_address,
       [renderer = renderer_.get()](std::string& out) { renderer->RenderText(out); },
-      options_.web_config);
+      options_.web_config, options_.web_limits);
   spdlog::info("exporter: ingest on {} (port {}), metrics on {} (port {})",
                options_.grpc_listen_address, grpc_port_, options_.web_listen_address,
                http_->port());

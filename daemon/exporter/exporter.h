@@ -12,6 +12,7 @@
 #include "daemon/common/tls.h"
 #include "daemon/exporter/diagnostics_service.h"
 #include "daemon/exporter/exporter_stats.h"
+#include "daemon/exporter/http_server.h"
 #include "daemon/exporter/node_store.h"
 #include "daemon/exporter/web_config.h"
 #include "recording/recorder.h"
@@ -35,6 +36,7 @@ struct ExporterOptions {
   double max_reports_per_second = 50;  // per stream; faster streams are read more slowly
   GrpcServerTls grpc_tls{};            // plain text unless set
   WebConfig web_config{};              // TLS and basic auth for /metrics
+  HttpServerLimits web_limits{};       // what one HTTP client may hold
   // The flight recorder (--record.*): every applied report is recorded, and acknowledged only
   // once written. Off when absent.
   std::optional<recording::RecorderOptions> recording{};

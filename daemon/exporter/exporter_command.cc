@@ -36,7 +36,9 @@ ExporterOptions ToExporterOptions(const ExporterFlags& f) {
                                     .max_links = f.max_links_per_node,
                                     .max_future = *ParseDuration(f.max_clock_skew)},
                          .max_recv_msg_size = static_cast<int>(*ParseByteSize(f.max_recv_msg_size)),
-                         .max_reports_per_second = f.max_reports_per_second};
+                         .max_reports_per_second = f.max_reports_per_second,
+                         .web_limits = {.max_connections = f.web_max_connections,
+                                        .read_timeout = *ParseDuration(f.web_read_timeout)}};
 }
 
 // The --record.* flags (checked by the CLI already; checked again for other callers).
@@ -167,6 +169,15 @@ void AddExporterFlags(CLI::App& cmd, ExporterFlags& f) {
   cmd.add_option("--web.config.file", f.web_config_file,
                  "Prometheus exporter-toolkit web config (YAML): TLS and basic auth for /metrics; "
                  "/healthz stays open");
+  cmd.add_option("--web.max-connections", f.web_max_connections,
+                 "HTTP connections served at once (one thread each); more wait for a free one")
+      ->check(CLI::Range(4, 65'536))
+      ->capture_default_str();
+  cmd.add_option("--web.read-timeout", f.web_read_timeout,
+                 "Close an HTTP connection whose request header has not arrived in full after "
+                 "this long (slow or idle clients); also bounds writing one response")
+      ->check(kDuration)
+      ->capture_default_str();
   cmd.add_option(
       "--diagnostics.config", f.diagnostics_config,
       "YAML thresholds of the diagnostics rules (docs/diagnostics.md); default: built-in");

@@ -27,6 +27,10 @@ struct ExporterFlags {
   // Thresholds of the diagnostics rules (YAML; empty: built-in); a bad file exits 2.
   std::string diagnostics_config;
   bool no_diagnostics = false;
+  // What one HTTP client may hold (docs/security.md): a worker thread per connection, and the
+  // time a request's header may take before the connection is closed.
+  int web_max_connections = 256;
+  std::string web_read_timeout = "10s";
   // POST /-/reload reloads the configuration (as Prometheus' flag); off: 403.
   bool web_enable_lifecycle = false;
   // The flight recorder (--record.*); an empty dir turns it off. A bad value exits 2; a directory

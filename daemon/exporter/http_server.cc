@@ -7,9 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -182,8 +185,42 @@ constexpr const char* kDummyBcrypt = "$2b$10$WZZqgg1a3oNs5I3uG9Zs/uu7WsMgWFrPtbO
 
 }  // namespace
 
+// What one scrape renders into, kept between scrapes so that a steady-state scrape reuses the
+// capacity; a few sets for the server, not one per worker thread (there are hundreds, and each
+// set grows to a whole exposition).
+struct ScrapeBuffers {
+  std::string body;
+  std::string compressed;
+  GzipEncoder encoder;
+};
+
+class ScrapeBufferPool {
+ public:
+  std::unique_ptr<ScrapeBuffers> Take() {
+    std::lock_guard lock(mu_);
+    if (free_.empty()) return std::make_unique<ScrapeBuffers>();
+    auto buffers = std::move(free_.back());
+    free_.pop_back();
+    return buffers;
+  }
+  void Give(std::unique_ptr<ScrapeBuffers> buffers) {
+    std::lock_guard lock(mu_);
+    if (free_.size() < kKept) free_.push_back(std::move(buffers));
+  }
+
+ private:
+  static constexpr size_t kKept = 2;  // Prometheus pairs scrape at once, rarely more
+  std::mutex mu_;
+  std::vector<std::unique_ptr<ScrapeBuffers>> free_;
+};
+
+ScrapeBufferPool& ScrapeBuffersOf() {
+  static ScrapeBufferPool pool;
+  return pool;
+}
+
 HttpServer::HttpServer(const std::string& listen_address, RenderMetricsFn render_metrics,
-                       const WebConfig& web_config)
+                       const WebConfig& web_config, const HttpServerLimits& limits)
     : render_metrics_(std::move(render_metrics)),
       web_(std::make_shared<const WebConfig>(web_config)) {
   const WebConfig& web = *web_;
@@ -203,7 +240,12 @@ HttpServer::HttpServer(const std::string& listen_address, RenderMetricsFn render
   // civetweb's suffix "s" makes a port HTTPS.
   const std::string ports = web.tls ? listen_address + "s" : listen_address;
   if (web.tls) accelmon_civetweb_ssl_compat();  // loaded: civetweb's dlopen finds it
-  std::vector<const char*> options{"listening_ports", ports.c_str(), "num_threads", "4"};
+  const std::string threads = std::to_string(std::max(1, limits.max_connections));
+  const std::string timeout_ms = std::to_string(std::max<int64_t>(1, limits.read_timeout.count()));
+  // request_timeout_ms bounds the whole request header (a client sending a byte a second is cut
+  // off), a TLS handshake, and each response write.
+  std::vector<const char*> options{"listening_ports", ports.c_str(),        "num_threads",
+                                   threads.c_str(),   "request_timeout_ms", timeout_ms.c_str()};
   if (web.tls) options.insert(options.end(), {"ssl_certificate", web.tls_config.cert_file.c_str()});
   options.push_back(nullptr);
   std::unique_lock tls_lock(g_tls_start_mu);
@@ -263,6 +305,11 @@ void HttpServer::set_reload(ReloadFn reload) {
   reload_ = std::move(reload);
 }
 
+void HttpServer::set_readiness(ReadinessFn ready) {
+  std::lock_guard lock(mu_);
+  readiness_ = std::move(ready);
+}
+
 std::optional<std::string> HttpServer::Reconfigure(const WebConfig& next) {
   const std::shared_ptr<const WebConfig> current = web();
   const WebTlsConfig& was = current->tls_config;
@@ -320,7 +367,18 @@ int HttpServer::HandleRequest(mg_connection* conn) const {
   const std::string_view uri = info->local_uri != nullptr ? info->local_uri : "";
   if (uri == "/healthz") return Reply(conn, "text/plain", "ok\n");
   // Ready once constructed: the gRPC server starts before the HTTP side.
-  if (uri == "/readyz") return Reply(conn, "text/plain", "ready\n");
+  if (uri == "/readyz") {
+    ReadinessFn readiness;
+    {
+      std::lock_guard lock(mu_);
+      readiness = readiness_;
+    }
+    const std::string why = readiness ? readiness() : std::string();
+    if (!why.empty()) {
+      return Answer(conn, 503, "Service Unavailable", "text/plain", "not ready: " + why + "\n");
+    }
+    return Reply(conn, "text/plain", "ready\n");
+  }
   if (uri == "/") return Reply(conn, "text/html; charset=utf-8", kLandingPage);
   const std::string_view method = info->request_method != nullptr ? info->request_method : "";
   if (uri == "/-/reload") return ServeReload(conn, method);
@@ -366,16 +424,13 @@ bool HttpServer::Authorized(mg_connection* conn) const {
 }
 
 int HttpServer::ServeMetrics(mg_connection* conn, bool head) const {
-  // Per server thread and kept between scrapes, so a steady-state scrape reuses their capacity.
-  thread_local std::string body;
-  render_metrics_(body);
-  std::string_view payload = body;
+  std::unique_ptr<ScrapeBuffers> buffers = ScrapeBuffersOf().Take();
+  render_metrics_(buffers->body);
+  std::string_view payload = buffers->body;
   const bool gzip = AcceptsGzip(conn);
   if (gzip) {
-    thread_local GzipEncoder encoder;
-    thread_local std::string compressed;
-    encoder.Encode(body, compressed);
-    payload = compressed;
+    buffers->encoder.Encode(buffers->body, buffers->compressed);
+    payload = buffers->compressed;
   }
   mg_printf(conn,
             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
@@ -383,6 +438,7 @@ int HttpServer::ServeMetrics(mg_connection* conn, bool head) const {
             "Connection: close\r\n\r\n",
             gzip ? "Content-Encoding: gzip\r\n" : "", payload.size());
   if (!head) mg_write(conn, payload.data(), payload.size());
+  ScrapeBuffersOf().Give(std::move(buffers));
   return 200;
 }
 

@@ -3,6 +3,7 @@
 // page. TLS is civetweb's.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -25,13 +26,24 @@ using RenderMetricsFn = std::function<void(std::string& out)>;
 // Reloads the configuration (POST /-/reload); returns why it failed, empty when it did not.
 using ReloadFn = std::function<std::string()>;
 
+// Why the exporter is not ready (/readyz answers 503 with it), empty when it is.
+using ReadinessFn = std::function<std::string()>;
+
+// What one client may hold. civetweb serves a connection on one worker thread from its first
+// byte to its last, so a client that sends its request slowly holds a thread: the timeout frees
+// it, and enough threads keep a scrape answered while scanners or broken proxies hold sockets.
+struct HttpServerLimits {
+  int max_connections = 256;                       // served at once (worker threads)
+  std::chrono::milliseconds read_timeout{10'000};  // a request's header, and each response
+};
+
 class HttpServer {
  public:
   // Listens on `listen_address` ("0.0.0.0:9477", "127.0.0.1:0"), with TLS and basic auth on
   // /metrics as `web` says (/healthz, /readyz and / stay open). Throws std::runtime_error with
   // a one-line reason when it cannot.
   HttpServer(const std::string& listen_address, RenderMetricsFn render_metrics,
-             const WebConfig& web = {});
+             const WebConfig& web = {}, const HttpServerLimits& limits = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -47,6 +59,9 @@ class HttpServer {
   // With `reload` set, POST (or PUT) /-/reload calls it, behind the same TLS and basic auth as
   // /metrics (Prometheus' --web.enable-lifecycle); unset, /-/reload answers 403.
   void set_reload(ReloadFn reload);
+
+  // /readyz answers 503 with the reason `ready` returns while it is not empty; unset: ready.
+  void set_readiness(ReadinessFn ready);
 
   // Answers one request; civetweb's begin_request hook, on its worker threads. Returns the HTTP
   // status sent, or 0 to let civetweb answer (404).
@@ -70,6 +85,7 @@ class HttpServer {
   std::shared_ptr<const WebConfig> web_;
   TlsIdentity identity_;
   ReloadFn reload_;
+  ReadinessFn readiness_;
   mg_context* context_ = nullptr;
 };
 
