@@ -144,8 +144,9 @@ RAW_ALERTS = [
      "is lost." % (L % "instance", L % "reason")),
     ("AccelmonExporterRecordingErrors", "increase(accelmon_exporter_record_errors_total[10m]) > 0", "0s", "warning",
      "accelmon exporter %s fails to write its flight recording" % (L % "instance"),
-     "Writes or syncs of the flight recording failed in the last 10 minutes on %s; /metrics is "
-     "still served but the recording has holes." % (L % "instance")),
+     "Writes or syncs of the flight recording failed in the last 10 minutes on %s; while "
+     "accelmon_exporter_recording_failing is 1 no report is acknowledged and the agents' spools "
+     "grow." % (L % "instance")),
     ("AccelmonJobIdleWithMemoryHeld",
      'max by (job_id) (accelmon_job_utilization_ratio{stat="max"}) < 0.05 and on (job_id) '
      'min by (job_id) (accelmon_device_memory_used_bytes / (accelmon_device_memory_total_bytes > 0)' + JOIN_JOB + ') > 0.05',

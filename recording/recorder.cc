@@ -17,12 +17,11 @@ Recorder::Recorder(RecorderOptions options, RecorderStats& stats)
 
 Recorder::~Recorder() { Stop(); }
 
-void Recorder::Append(std::string serialized_report, ReportKey key,
-                      std::function<void()> on_recorded) {
+void Recorder::Append(std::string serialized_report, ReportKey key, RecordedFn on_recorded) {
   std::unique_lock lock(mu_);
   if (stopping_) {
     lock.unlock();
-    on_recorded();
+    on_recorded(false);
     return;
   }
   queued_bytes_ += serialized_report.size();
@@ -30,6 +29,8 @@ void Recorder::Append(std::string serialized_report, ReportKey key,
   // The thread waits for the first report, or for a full record while a sync is not yet due.
   if (queue_.size() == 1 || queued_bytes_ >= options_.max_record_bytes) cv_.notify_one();
 }
+
+void Recorder::AfterRecorded(RecordedFn after) { Append({}, {}, std::move(after)); }
 
 void Recorder::Stop() {
   {
@@ -42,75 +43,124 @@ void Recorder::Stop() {
 }
 
 void Recorder::Run() {
-  std::vector<std::function<void()>> unsynced;
+  std::deque<Entry> pending;   // not yet written: what failed first, then what was queued
+  std::deque<Entry> unsynced;  // written, waiting for the sync
   std::unique_lock lock(mu_);
   for (;;) {
-    if (unsynced.empty()) cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
-    if (stopping_ && queue_.empty() && unsynced.empty()) break;
-    // Group commit: what arrives until the next sync is due goes into the same record, unless a
-    // full record's worth is queued first.
-    const auto sync_due_at = last_sync_ + options_.sync_interval;
-    cv_.wait_until(lock, sync_due_at,
-                   [&] { return stopping_ || queued_bytes_ >= options_.max_record_bytes; });
-    const bool sync_due = stopping_ || std::chrono::steady_clock::now() >= sync_due_at;
-    std::deque<Entry> taken;
-    taken.swap(queue_);
+    if (unsynced.empty() && pending.empty()) {
+      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    }
+    if (stopping_ && queue_.empty() && unsynced.empty() && pending.empty()) break;
+    const auto now = std::chrono::steady_clock::now();
+    bool sync_due = false;
+    if (!pending.empty()) {
+      // Failing: try again every retry_interval (and once more when stopping).
+      cv_.wait_until(lock, now + options_.retry_interval, [&] { return stopping_; });
+      sync_due = true;
+    } else {
+      // Group commit: what arrives until the next sync is due goes into the same record, unless
+      // a full record's worth is queued first.
+      const auto sync_due_at = last_sync_ + options_.sync_interval;
+      cv_.wait_until(lock, sync_due_at,
+                     [&] { return stopping_ || queued_bytes_ >= options_.max_record_bytes; });
+      sync_due = stopping_ || std::chrono::steady_clock::now() >= sync_due_at;
+    }
+    for (Entry& entry : queue_) pending.push_back(std::move(entry));
+    queue_.clear();
     queued_bytes_ = 0;
+    const bool stopping = stopping_;
     lock.unlock();
-    Write(taken, unsynced);
-    if (sync_due) SyncAndNotify(unsynced);
+    const bool written = Write(pending, unsynced);
+    if (sync_due || !written) SyncAndNotify(unsynced, pending);
+    stats_.waiting = pending.size();
+    if (stopping && !pending.empty()) {
+      // The last try failed too: these are not recorded, and their reports not acknowledged.
+      spdlog::error(
+          "recording: stopping with {} report(s) not written ({}); agents send them again",
+          pending.size(), failure());
+      for (Entry& entry : pending) entry.on_recorded(false);
+      pending.clear();
+      stats_.waiting = 0;
+    }
     lock.lock();
   }
 }
 
-void Recorder::Write(std::deque<Entry>& entries, std::vector<std::function<void()>>& unsynced) {
+bool Recorder::Write(std::deque<Entry>& pending, std::deque<Entry>& unsynced) {
   Batch batch;
+  size_t taken = 0;  // entries at `pending`'s front that `batch` holds (barriers included)
+  // Writes `batch`; its entries move to `unsynced` once written, stay in `pending` otherwise.
   const auto flush = [&] {
-    if (batch.empty()) return;
-    try {
-      writer_->AppendBatch(batch);
-      stats_.reports += batch.keys.size();
-      NoteResult({});
-    } catch (const std::exception& e) {
-      ++stats_.errors;
-      NoteResult(e.what());
+    if (!batch.empty()) {
+      try {
+        writer_->AppendBatch(batch);
+        stats_.reports += batch.keys.size();
+        NoteResult({});
+      } catch (const std::exception& e) {
+        ++stats_.errors;
+        NoteResult(e.what());
+        return false;
+      }
+      batch.Clear();
     }
-    batch.Clear();
+    for (; taken > 0; --taken) {
+      unsynced.push_back(std::move(pending.front()));
+      pending.pop_front();
+    }
+    return true;
   };
-  for (Entry& entry : entries) {
+  bool written = true;
+  while (written && taken < pending.size()) {
+    const Entry& entry = pending[taken];
     if (!batch.empty() && batch.body.size() + entry.report.size() > options_.max_record_bytes) {
-      flush();
+      written = flush();
+      continue;
     }
-    batch.Add(entry.report, std::move(entry.key));
-    unsynced.push_back(std::move(entry.on_recorded));
+    if (!entry.report.empty()) batch.Add(entry.report, entry.key);
+    ++taken;
   }
-  flush();
+  if (written) written = flush();
   PublishStats();
+  return written;
 }
 
-void Recorder::SyncAndNotify(std::vector<std::function<void()>>& unsynced) {
+void Recorder::SyncAndNotify(std::deque<Entry>& unsynced, std::deque<Entry>& pending) {
+  bool synced = true;
   try {
     writer_->Sync();
   } catch (const std::exception& e) {
     ++stats_.errors;
     NoteResult(e.what());
+    synced = false;
   }
   last_sync_ = std::chrono::steady_clock::now();
   PublishStats();
-  for (auto& callback : unsynced) callback();
+  if (!synced) {
+    // May or may not be on disk: written again, before anything newer.
+    while (!unsynced.empty()) {
+      pending.push_front(std::move(unsynced.back()));
+      unsynced.pop_back();
+    }
+    return;
+  }
+  for (Entry& entry : unsynced) entry.on_recorded(true);
   unsynced.clear();
 }
 
 void Recorder::NoteResult(const std::string& error) {
   if (!error.empty() && !failing_) {
     spdlog::error(
-        "recording: {}; reports are still acknowledged and served, but not recorded until "
-        "writing works again (retried with every batch)",
-        error);
+        "recording: {}; reports are no longer acknowledged (agents keep them in their spools) "
+        "until writing works again, tried every {} ms",
+        error, options_.retry_interval.count());
   } else if (error.empty() && failing_) {
-    spdlog::info("recording: writing to {} again", options_.recording.dir);
+    spdlog::info("recording: writing to {} again; acknowledging the reports held meanwhile",
+                 options_.recording.dir);
   }
   failing_ = !error.empty();
+  stats_.failing = failing_ ? 1 : 0;
+  std::lock_guard lock(stats_.failure_mu);
+  stats_.failure_reason = failing_ ? "cannot write the recording: " + error : std::string();
 }
 
 void Recorder::PublishStats() {

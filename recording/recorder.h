@@ -6,12 +6,14 @@
 // per sync_interval, and only then runs the reports' callbacks, in the order they were appended.
 // An agent's report is acknowledged from its callback, so an acknowledged report is on disk.
 //
-// A failed write or sync (a full or failing disk) is logged once per change of state, counted,
-// and retried with the next batch; the callbacks of the reports it held still run. The exporter
-// then keeps acknowledging and serving reports it could not record: live monitoring matters more
-// than the recording, and holding acks back would only fill every agent's spool.
+// A failed write or sync (a full or failing disk) is logged once per change of state and
+// counted, and the reports it held are kept and written again, first, every retry_interval until
+// it works: their callbacks wait, so the exporter acknowledges nothing it has not recorded and
+// agents keep those reports in their spools. failure() says why meanwhile (/readyz). Reports
+// whose sync failed are written again into a new segment; the failed sync may have kept them
+// after all, so such a report can be in the recording twice (a replay applies it once).
 //
-// Thread-safe: Append() and stats() from any thread.
+// Thread-safe: Append(), failure() and stats() from any thread.
 #pragma once
 
 #include <atomic>
@@ -35,13 +37,25 @@ struct RecorderOptions {
   std::chrono::milliseconds sync_interval{100};
   // A ReportBatch record holds about this many bytes of reports at most (before compression).
   size_t max_record_bytes = size_t{4} << 20;
+  // While writing fails: how often to try again.
+  std::chrono::milliseconds retry_interval{1000};
 };
 
 // What the recorder did, for the exporter's self-metrics.
 struct RecorderStats {
-  std::atomic<uint64_t> reports{0};        // written to the recording
-  std::atomic<uint64_t> bytes{0};          // appended to segment files
-  std::atomic<uint64_t> errors{0};         // failed writes and syncs
+  std::atomic<uint64_t> reports{0};  // written to the recording
+  std::atomic<uint64_t> bytes{0};    // appended to segment files
+  std::atomic<uint64_t> errors{0};   // failed writes and syncs
+  std::atomic<uint64_t> failing{0};  // 1 while writing fails (reports wait, unacknowledged)
+  std::atomic<uint64_t> waiting{0};  // reports held for the next try while failing
+
+  // Why the recording cannot be written now; empty while it can (/readyz says it).
+  std::string failure() const {
+    std::lock_guard lock(failure_mu);
+    return failure_reason;
+  }
+  mutable std::mutex failure_mu;
+  std::string failure_reason;
   std::atomic<uint64_t> segments{0};       // in the directory now
   std::atomic<uint64_t> segment_bytes{0};  // of those segments
 };
@@ -63,25 +77,36 @@ class Recorder {
   const RecoveredLocations& recovered_locations() const { return recovered_locations_; }
   const RecorderOptions& options() const { return options_; }
 
-  // Queues one report (its wire bytes and key). `on_recorded` runs on the writer thread once the
-  // report is written and synced (or its write failed); it must not block. After Stop() it runs
-  // at once, the report unrecorded.
-  void Append(std::string serialized_report, ReportKey key, std::function<void()> on_recorded);
+  // Runs on the writer thread when a report is written and synced (true), or when the recorder
+  // stopped before it could be (false: not recorded). Must not block.
+  using RecordedFn = std::function<void(bool recorded)>;
+
+  // Queues one report (its wire bytes and key); `on_recorded` runs once it is recorded. After
+  // Stop() it runs at once with false.
+  void Append(std::string serialized_report, ReportKey key, RecordedFn on_recorded);
+  // `after` runs once everything appended before it is recorded (a barrier: a duplicate report
+  // is acknowledged only when its first copy is on disk), or with false as Append's.
+  void AfterRecorded(RecordedFn after);
+
+  // Why the recording cannot be written now; empty while it can.
+  std::string failure() const { return stats_.failure(); }
 
   // Writes and syncs everything queued, runs the remaining callbacks and ends the thread.
   void Stop();
 
  private:
   struct Entry {
-    std::string report;
+    std::string report;  // empty: a barrier (AfterRecorded)
     ReportKey key;
-    std::function<void()> on_recorded;
+    RecordedFn on_recorded;
   };
 
   void Run();
-  // Writes `entries` as ReportBatch records; their callbacks join `unsynced`.
-  void Write(std::deque<Entry>& entries, std::vector<std::function<void()>>& unsynced);
-  void SyncAndNotify(std::vector<std::function<void()>>& unsynced);
+  // Writes `pending` as ReportBatch records, in order, moving each written entry to `unsynced`;
+  // after a failure the rest stay in `pending`. Returns whether all were written.
+  bool Write(std::deque<Entry>& pending, std::deque<Entry>& unsynced);
+  // Syncs and calls back `unsynced`; after a failed sync they go back to the front of `pending`.
+  void SyncAndNotify(std::deque<Entry>& unsynced, std::deque<Entry>& pending);
   // Logs a failure once per change of state; `error` empty means success.
   void NoteResult(const std::string& error);
   void PublishStats();

@@ -489,17 +489,26 @@ void Spool::DropOldestLocked() {
 
 void Spool::PersistLocked() {
   std::string error;
-  if (!WriteSpoolState(options_.dir, {instance_id_, acknowledged_}, &error)) {
-    spdlog::warn("spool: {}", error);
-    return;
+  const bool persisted = WriteSpoolState(options_.dir, {instance_id_, acknowledged_}, &error);
+  if (persisted) {
+    persisted_acknowledged_ = acknowledged_;
+    if (state_failing_) spdlog::info("spool: state written again");
+  } else if (!state_failing_) {
+    spdlog::warn(
+        "spool: {}; acknowledged segments are deleted all the same (retried with the "
+        "next acknowledgement)",
+        error);
   }
-  persisted_acknowledged_ = acknowledged_;
-  // Only segments at or below the persisted watermark go: after a crash, sequences continue
-  // after max(watermark, newest spooled record).
+  state_failing_ = !persisted;
+  // Acknowledged segments go even when the state cannot be written: on a full disk, deleting
+  // them is what frees it. Until the state is written the newest segment stays, so that after a
+  // crash sequences continue after its last record, never from the older persisted watermark
+  // (which would reuse sequences the exporter has seen).
   while (!segments_.empty()) {
     const Segment& seg = segments_.front();
     const bool active = fd_ >= 0 && segments_.size() == 1;
-    if (active || seg.last_sequence > persisted_acknowledged_) break;
+    const bool newest_unpersisted = !persisted && segments_.size() == 1;
+    if (active || newest_unpersisted || seg.last_sequence > acknowledged_) break;
     ::unlink(seg.path.c_str());
     total_bytes_ -= seg.bytes;
     segments_.erase(segments_.begin());

@@ -177,6 +177,7 @@ class Spool final : public ReportLog {
   std::atomic<uint64_t> last_sequence_{0};
   uint64_t acknowledged_ = 0;
   uint64_t persisted_acknowledged_ = 0;
+  bool state_failing_ = false;  // the last state write failed (logged once)
   uint64_t dropped_ = 0;
   uint64_t dropped_through_ = 0;
   uint64_t total_bytes_ = 0;

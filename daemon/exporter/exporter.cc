@@ -87,6 +87,8 @@ void Exporter::Start() {
       options_.web_listen_address,
       [renderer = renderer_.get()](std::string& out) { renderer->RenderText(out); },
       options_.web_config, options_.web_limits);
+  // Not ready while the recording cannot be written: reports are not acknowledged meanwhile.
+  http_->set_readiness([&recorder = stats_.recorder] { return recorder.failure(); });
   spdlog::info("exporter: ingest on {} (port {}), metrics on {} (port {})",
                options_.grpc_listen_address, grpc_port_, options_.web_listen_address,
                http_->port());

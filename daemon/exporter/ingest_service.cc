@@ -119,17 +119,24 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     QueuedAck& queued = acks_.emplace_back();
     bool own = false;
     grpc::SerializationTraits<v1::Ack>::Serialize(ack, &queued.buffer, &own);
-    if (ack.status() == v1::Ack::STATUS_APPLIED && service_.recorder() != nullptr) {
-      // Acknowledged once recorded. The callback may run inside Append (a stopped recorder):
-      // the ack is queued first, and the mutex is recursive.
+    const bool applied = ack.status() == v1::Ack::STATUS_APPLIED;
+    if ((applied || ack.status() == v1::Ack::STATUS_DUPLICATE) && service_.recorder() != nullptr) {
+      // Acknowledged once recorded; a duplicate once everything before it is (its first copy
+      // may still be waiting for a disk that is full). The callback may run inside Append (a
+      // stopped recorder): the ack is queued first, and the mutex is recursive.
       queued.ready = false;
       queued.record_id = ++last_record_id_;
       ++records_pending_;
-      service_.recorder()->Append(
-          std::move(wire_),
-          recording::ReportKey{request_->node(), request_->agent_instance_id(),
-                               request_->sequence(), ToNanos(request_->timestamp())},
-          [this, id = queued.record_id] { OnRecorded(id); });
+      auto on_recorded = [this, id = queued.record_id](bool recorded) { OnRecorded(id, recorded); };
+      if (applied) {
+        service_.recorder()->Append(
+            std::move(wire_),
+            recording::ReportKey{request_->node(), request_->agent_instance_id(),
+                                 request_->sequence(), ToNanos(request_->timestamp())},
+            std::move(on_recorded));
+      } else {
+        service_.recorder()->AfterRecorded(std::move(on_recorded));
+      }
     }
     MaybeStartWriteLocked();
     MaybeStartReadLocked();
@@ -237,16 +244,23 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     MaybeStartReadLocked();
   }
 
-  // On the recorder's thread, once the report of ack `record_id` is recorded (or its write
-  // failed: it is acknowledged all the same, see recording/recorder.h).
-  void OnRecorded(uint64_t record_id) {
+  // On the recorder's thread, once the report of ack `record_id` is recorded, or the recorder
+  // stopped without recording it: then neither its ack nor any after it is sent (the agent keeps
+  // them in its spool and sends them again), and the stream ends.
+  void OnRecorded(uint64_t record_id, bool recorded) {
     std::unique_lock lock(mu_);
     --records_pending_;
-    for (QueuedAck& ack : acks_) {
-      if (ack.record_id == record_id) {
-        ack.ready = true;
-        break;
+    for (auto it = acks_.begin(); it != acks_.end(); ++it) {
+      if (it->record_id != record_id) continue;
+      if (recorded) {
+        it->ready = true;
+      } else {
+        acks_.erase(it, acks_.end());  // not the front being written: that one was ready
+        final_status_ =
+            grpc::Status(grpc::StatusCode::UNAVAILABLE, "the exporter stopped before recording");
+        reads_done_ = true;
       }
+      break;
     }
     if (done_) {
       if (resume_scheduled_ || records_pending_ > 0) return;

@@ -841,10 +841,20 @@ void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) 
         {}, static_cast<double>(r.bytes.load()));
     Add(s,
         s.Family("accelmon_exporter_record_errors_total",
-                 "Failed writes and syncs of the flight recording (its reports are still "
-                 "acknowledged and served).",
+                 "Failed writes and syncs of the flight recording (its reports are kept, "
+                 "unacknowledged, and written again).",
                  kCounter),
         {}, static_cast<double>(r.errors.load()));
+    Add(s,
+        s.Family("accelmon_exporter_recording_failing",
+                 "1 while the flight recording cannot be written (a full or failing disk): "
+                 "reports are not acknowledged and /readyz says why.",
+                 kGauge),
+        {}, static_cast<double>(r.failing.load()));
+    Add(s,
+        s.Family("accelmon_exporter_recording_waiting_reports",
+                 "Reports held, unacknowledged, until the recording can be written again.", kGauge),
+        {}, static_cast<double>(r.waiting.load()));
     Add(s,
         s.Family("accelmon_exporter_recording_segments",
                  "Segment files in the recording directory.", kGauge),

@@ -14,6 +14,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -458,7 +459,7 @@ TEST_F(RecorderTest, CallbacksRunOnlyOnceTheReportIsInTheFile) {
   }
   for (int i = 0; i < kReports; ++i) {
     const auto r = Report("node-" + std::to_string((i + 1) % 4), static_cast<uint64_t>(i + 1), 100);
-    recorder.Append(sent[static_cast<size_t>(i)], KeyOf(r), [&, i] {
+    recorder.Append(sent[static_cast<size_t>(i)], KeyOf(r), [&, i](bool) {
       // In order, and with the report already readable from the segment.
       EXPECT_EQ(called.load(), i);
       if (Recorded(sent[static_cast<size_t>(i)])) ++found;
@@ -487,7 +488,7 @@ TEST_F(RecorderTest, GroupCommitPutsManyReportsInOneRecord) {
   constexpr int kReports = 1000;
   for (int i = 1; i <= kReports; ++i) {
     const auto r = Report("n", static_cast<uint64_t>(i));
-    recorder.Append(r.SerializeAsString(), KeyOf(r), [&] { ++called; });
+    recorder.Append(r.SerializeAsString(), KeyOf(r), [&](bool) { ++called; });
   }
   ASSERT_TRUE(testing::WaitFor([&] { return called.load() == kReports; }, 30s));
   recorder.Stop();
@@ -505,7 +506,7 @@ TEST_F(RecorderTest, SplitsLargeCommitsIntoRecordsOfBoundedSize) {
   std::atomic<int> called{0};
   for (int i = 1; i <= 100; ++i) {
     const auto r = Report("n", static_cast<uint64_t>(i), 1000);
-    recorder.Append(r.SerializeAsString(), KeyOf(r), [&] { ++called; });
+    recorder.Append(r.SerializeAsString(), KeyOf(r), [&](bool) { ++called; });
   }
   ASSERT_TRUE(testing::WaitFor([&] { return called.load() == 100; }, 30s));
   recorder.Stop();
@@ -524,13 +525,13 @@ TEST_F(RecorderTest, StopWritesWhatIsQueuedAndLaterAppendsAreNotRecorded) {
   int called = 0;
   for (int i = 1; i <= 10; ++i) {
     const auto r = Report("n", static_cast<uint64_t>(i));
-    recorder->Append(r.SerializeAsString(), KeyOf(r), [&] { ++called; });
+    recorder->Append(r.SerializeAsString(), KeyOf(r), [&](bool) { ++called; });
   }
   recorder->Stop();
   EXPECT_EQ(called, 10);
   EXPECT_EQ(AllReports().size(), 10u);
   const auto r = Report("n", 11);
-  recorder->Append(r.SerializeAsString(), KeyOf(r), [&] { ++called; });
+  recorder->Append(r.SerializeAsString(), KeyOf(r), [&](bool) { ++called; });
   EXPECT_EQ(called, 11) << "runs at once";
   recorder.reset();
   EXPECT_EQ(AllReports().size(), 10u);
@@ -539,17 +540,25 @@ TEST_F(RecorderTest, StopWritesWhatIsQueuedAndLaterAppendsAreNotRecorded) {
   EXPECT_EQ(next.recovered().watermarks.at("n").sequence, 10u);
 }
 
-TEST_F(RecorderTest, WriteErrorsAreCountedAndCallbacksStillRun) {
+TEST_F(RecorderTest, AFailedWriteHoldsItsCallbackUntilTheReportIsWrittenOnARetry) {
   RecorderOptions o = Options(0ms);
   o.recording.compression = Compression::kNone;  // the write's size is the report's
+  o.retry_interval = 50ms;
   Recorder recorder(o, stats_);
-  std::atomic<int> called{0};
+  std::atomic<int> recorded{0};
+  std::atomic<int> unrecorded{0};
+  std::vector<int> order;
+  std::mutex order_mu;
   const auto append = [&](uint64_t seq, size_t padding) {
     const auto r = Report("n", seq, padding);
-    recorder.Append(r.SerializeAsString(), KeyOf(r), [&] { ++called; });
+    recorder.Append(r.SerializeAsString(), KeyOf(r), [&, seq](bool ok) {
+      ++(ok ? recorded : unrecorded);
+      std::lock_guard lock(order_mu);
+      order.push_back(static_cast<int>(seq));
+    });
   };
   append(1, 0);
-  ASSERT_TRUE(testing::WaitFor([&] { return called.load() == 1; }, 30s));
+  ASSERT_TRUE(testing::WaitFor([&] { return recorded.load() == 1; }, 30s));
   // The file size limit makes the next, larger write fail with EFBIG, as a full disk would.
   const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
   rlimit old_limit{};
@@ -558,20 +567,62 @@ TEST_F(RecorderTest, WriteErrorsAreCountedAndCallbacksStillRun) {
   limit.rlim_cur = fs::file_size(Segments().at(0)) + 100;
   ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
   append(2, 50'000);
-  const bool failed_and_acked = testing::WaitFor([&] { return called.load() == 2; }, 30s);
+  append(3, 0);
+  int duplicate_acked = 0;
+  recorder.AfterRecorded([&](bool ok) { duplicate_acked += ok; });
+  // Failing: several tries, no callback, and the recorder says why.
+  const bool failing = testing::WaitFor([&] { return stats_.errors.load() >= 3; }, 30s);
+  const std::string why = recorder.failure();
+  const uint64_t failing_gauge = stats_.failing.load();
+  const int recorded_while_failing = recorded.load();
   setrlimit(RLIMIT_FSIZE, &old_limit);
   std::signal(SIGXFSZ, old_handler);
-  ASSERT_TRUE(failed_and_acked);
-  EXPECT_EQ(stats_.errors.load(), 1u);
-  // The next batch is written again, and the recording stays readable.
-  append(3, 0);
-  ASSERT_TRUE(testing::WaitFor([&] { return called.load() == 3; }, 30s));
+  ASSERT_TRUE(failing);
+  EXPECT_EQ(recorded_while_failing, 1) << "a report that is not on disk must not be called back";
+  EXPECT_EQ(failing_gauge, 1u);
+  EXPECT_NE(why.find("cannot write the recording"), std::string::npos) << why;
+  // Space is back: the held reports are written, in order, and called back once each.
+  ASSERT_TRUE(testing::WaitFor([&] { return recorded.load() == 3; }, 30s));
+  EXPECT_TRUE(testing::WaitFor([&] { return duplicate_acked == 1; }, 30s));
+  EXPECT_EQ(stats_.failing.load(), 0u);
+  EXPECT_EQ(recorder.failure(), "");
   recorder.Stop();
-  EXPECT_EQ(stats_.errors.load(), 1u);
-  EXPECT_EQ(stats_.reports.load(), 2u);
+  EXPECT_EQ(unrecorded.load(), 0);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
   const std::vector<std::string> expected{Report("n", 1).SerializeAsString(),
+                                          Report("n", 2, 50'000).SerializeAsString(),
                                           Report("n", 3).SerializeAsString()};
-  EXPECT_TRUE(AllReports() == expected);
+  EXPECT_TRUE(AllReports() == expected) << "each report exactly once";
+}
+
+TEST_F(RecorderTest, StoppingWhileWritesFailCallsBackUnrecorded) {
+  RecorderOptions o = Options(0ms);
+  o.recording.compression = Compression::kNone;
+  o.retry_interval = 50ms;
+  auto recorder = std::make_unique<Recorder>(o, stats_);
+  std::atomic<int> recorded{0};
+  std::atomic<int> unrecorded{0};
+  const auto append = [&](uint64_t seq, size_t padding) {
+    const auto r = Report("n", seq, padding);
+    recorder->Append(r.SerializeAsString(), KeyOf(r),
+                     [&](bool ok) { ++(ok ? recorded : unrecorded); });
+  };
+  append(1, 0);
+  ASSERT_TRUE(testing::WaitFor([&] { return recorded.load() == 1; }, 30s));
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit old_limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  rlimit limit = old_limit;
+  limit.rlim_cur = fs::file_size(Segments().at(0)) + 100;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  append(2, 50'000);
+  const bool failing = testing::WaitFor([&] { return stats_.errors.load() >= 1; }, 30s);
+  recorder->Stop();
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_TRUE(failing);
+  EXPECT_EQ(recorded.load(), 1);
+  EXPECT_EQ(unrecorded.load(), 1) << "its ack must not be sent: the agent sends it again";
 }
 
 // ---- seeding the exporter's dedup from recovered watermarks ----

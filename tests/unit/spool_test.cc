@@ -301,6 +301,39 @@ TEST_F(SpoolTest, DeletesAcknowledgedSegments) {
   EXPECT_TRUE(spool.Read(0, UINT64_MAX, 100, nullptr).empty());
 }
 
+TEST_F(SpoolTest, AcknowledgedSegmentsAreDeletedEvenWhenTheStateCannotBeWritten) {
+  {
+    Spool spool(Options(uint64_t{1} << 20, 4096), "fresh-id");
+    for (uint64_t s = 1; s <= 40; ++s) ASSERT_TRUE(spool.Append(Report(s, 500)));
+    const size_t before = spool.segments();
+    // A directory where the state's temporary file goes: every state write fails (as on a full
+    // disk, where writing the state fails and deleting segments is what frees space).
+    fs::create_directory(dir_ + "/state.tmp");
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          spool.Acknowledge(20);
+          return spool.segments() < before;
+        },
+        std::chrono::seconds(10)));
+    const auto left = spool.Read(0, UINT64_MAX, 100, nullptr);
+    ASSERT_FALSE(left.empty());
+    EXPECT_LE(left.front()->sequence(), 21u) << "nothing unacknowledged is deleted";
+    EXPECT_EQ(SegmentFiles().size(), spool.segments());
+    // Everything acknowledged: the newest segment stays while the state is unwritten.
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          spool.Acknowledge(40);
+          return spool.segments() == 1;
+        },
+        std::chrono::seconds(10)));
+  }
+  // After a restart (the state says less than was acknowledged), sequences continue after the
+  // newest record: none is reused.
+  fs::remove(dir_ + "/state.tmp");
+  Spool spool(Options(), "fresh-id");
+  EXPECT_EQ(spool.last_sequence(), 40u);
+}
+
 TEST_F(SpoolTest, OverMaxBytesDropsTheOldestSegment) {
   const uint64_t max_bytes = 16384;
   Spool spool(Options(max_bytes, 4096), "fresh-id");
