@@ -79,6 +79,9 @@ class Uplink {
   void Run();
   // One stream's life: returns when it breaks or the uplink stops.
   grpc::Status StreamOnce(bool& got_ack);
+  // Waits `wait` before the next attempt, or less when the channel connects meanwhile; true
+  // when stopping.
+  bool WaitToRetry(std::chrono::milliseconds wait);
   // A better-ranked exporter than the current one whose channel is ready, if any; sets
   // `connecting` when one is on its way (worth checking again soon).
   std::optional<size_t> ReadyBetterTarget(bool& connecting);
