@@ -34,7 +34,8 @@ ExporterOptions ToExporterOptions(const ExporterFlags& f) {
                          .node_expire_after = *ParseDuration(f.expire_after),
                          .limits = {.max_devices = f.max_devices_per_node,
                                     .max_links = f.max_links_per_node,
-                                    .max_future = *ParseDuration(f.max_clock_skew)},
+                                    .max_future = *ParseDuration(f.max_clock_skew),
+                                    .trim = {.series_per_node = f.series_per_node}},
                          .max_recv_msg_size = static_cast<int>(*ParseByteSize(f.max_recv_msg_size)),
                          .max_reports_per_second = f.max_reports_per_second,
                          .web_limits = {.max_connections = f.web_max_connections,
@@ -160,6 +161,12 @@ void AddExporterFlags(CLI::App& cmd, ExporterFlags& f) {
   cmd.add_option("--grpc.max-clock-skew", f.max_clock_skew,
                  "Reject reports timestamped further than this ahead of the exporter's clock")
       ->check(kDuration)
+      ->capture_default_str();
+  cmd.add_option("--limits.series-per-node", f.series_per_node,
+                 "Series one node's report may add to /metrics; beyond it the least telling parts "
+                 "are dropped (sensors, links, processes, devices) and counted in "
+                 "accelmon_exporter_ingest_dropped_total{reason=\"series_budget\"}")
+      ->check(CLI::Range(size_t{100}, size_t{10'000'000}))
       ->capture_default_str();
   cmd.add_option("--grpc.max-reports-per-second", f.max_reports_per_second,
                  "Per agent stream; a faster stream is read more slowly (agents send 1 per "

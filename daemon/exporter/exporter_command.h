@@ -22,6 +22,7 @@ struct ExporterFlags {
   size_t max_links_per_node = 512;
   std::string max_clock_skew = "5m";
   double max_reports_per_second = 50;
+  size_t series_per_node = 20'000;
   GrpcServerTls grpc_tls{};     // exporter only
   std::string web_config_file;  // exporter-toolkit web config: TLS and basic auth for /metrics
   // Thresholds of the diagnostics rules (YAML; empty: built-in); a bad file exits 2.

@@ -40,10 +40,20 @@ class ExporterStats {
     std::lock_guard lock(mu_);
     return rejected_;
   }
+  // Parts of applied reports trimmed away (series_budget.h), by reason.
+  void CountDropped(const std::string& reason, uint64_t n) {
+    std::lock_guard lock(mu_);
+    dropped_[reason] += n;
+  }
+  std::map<std::string, uint64_t> dropped() const {
+    std::lock_guard lock(mu_);
+    return dropped_;
+  }
 
  private:
   mutable std::mutex mu_;
   std::map<std::string, uint64_t> rejected_;
+  std::map<std::string, uint64_t> dropped_;
 };
 
 }  // namespace accelmon

@@ -113,7 +113,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       return;
     }
     bucket_.Take(SteadyClock::now());
-    const v1::Ack ack = unparseable.empty() ? service_.Handle(request_, peer_)
+    Dropped dropped;
+    if (unparseable.empty()) dropped = service_.Trim(*request_);
+    const v1::Ack ack = unparseable.empty() ? service_.Handle(request_, peer_, dropped)
                                             : service_.Reject(*request_, unparseable, peer_);
     if (node_.empty() && ack.status() != v1::Ack::STATUS_REJECTED) node_ = request_->node();
     QueuedAck& queued = acks_.emplace_back();
@@ -364,8 +366,8 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
   return new StreamReactor(*this, stats_, context->peer(), std::move(cert_names));
 }
 
-v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared,
-                              const std::string& peer) {
+v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared, const std::string& peer,
+                              const Dropped& dropped) {
   const v1::NodeReport& report = *shared;
   v1::Ack ack;
   ack.set_sequence(report.sequence());
@@ -376,6 +378,7 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared,
     case ApplyOutcome::kApplied:
       ++stats_.reports_applied;
       ack.set_status(v1::Ack::STATUS_APPLIED);
+      if (!dropped.empty()) CountDropped(report, dropped, peer);
       // Only applied reports: a duplicate re-sent after a reconnect must not count twice. Queued
       // for the diagnostics worker (or dropped and counted when it is behind): never waits.
       if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), result.index);
@@ -393,6 +396,33 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared,
       return Reject(report, result.reason, peer);
   }
   return ack;
+}
+
+void IngestService::CountDropped(const v1::NodeReport& report, const Dropped& dropped,
+                                 const std::string& peer) {
+  std::string what;
+  for (const auto& [reason, n] : dropped) {
+    stats_.CountDropped(reason, n);
+    what += fmt::format("{}{} {}", what.empty() ? "" : ", ", n, reason);
+  }
+  // Once per node (a hostile client inventing node names is held to a line a minute per peer).
+  constexpr size_t kMaxNodesLogged = 10'000;
+  bool first = false;
+  bool full = false;
+  {
+    std::lock_guard lock(dropped_logged_mu_);
+    full = dropped_logged_.size() >= kMaxNodesLogged;
+    if (!full) first = dropped_logged_.insert(report.node()).second;
+  }
+  const bool log =
+      first || (full && log_limiter_.Admit(PeerHost(peer) + " trimmed", SteadyClock::now()));
+  if (log) {
+    spdlog::warn(
+        "trimmed report {} from {} (node \"{}\") to the limits (docs/limits.md): dropped {}; "
+        "its other parts are applied. Logged once per node; accelmon_exporter_ingest_dropped_total "
+        "counts every time",
+        report.sequence(), peer, LogSafe(report.node()), what);
+  }
 }
 
 v1::Ack IngestService::Reject(const v1::NodeReport& report, const std::string& reason,

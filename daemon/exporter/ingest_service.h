@@ -4,12 +4,15 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <unordered_set>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "daemon/common/log_limiter.h"
 #include "daemon/exporter/diagnostics_service.h"
 #include "daemon/exporter/exporter_stats.h"
 #include "daemon/exporter/node_store.h"
+#include "daemon/exporter/series_budget.h"
 #include "daemon/exporter/timer_queue.h"
 #include "recording/recorder.h"
 
@@ -45,7 +48,13 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
 
   // Applies one report and says how (shared by every stream).
   // The store keeps `report` as the node's latest: the caller must not change it afterwards.
-  v1::Ack Handle(std::shared_ptr<const v1::NodeReport> report, const std::string& peer);
+  // `dropped`: what Trim took out of it, counted (and logged once per node) when it is applied.
+  v1::Ack Handle(std::shared_ptr<const v1::NodeReport> report, const std::string& peer,
+                 const Dropped& dropped = {});
+  // Trims `report` to the store's limits before it is applied (series_budget.h).
+  Dropped Trim(v1::NodeReport& report) const { return TrimReport(report, store_.limits().trim); }
+  // Counts what trimming dropped from an applied report, and logs it once per node.
+  void CountDropped(const v1::NodeReport& report, const Dropped& dropped, const std::string& peer);
   // Refuses one report for `reason`: counted, logged (rate-limited) and answered.
   v1::Ack Reject(const v1::NodeReport& report, const std::string& reason, const std::string& peer);
 
@@ -62,6 +71,8 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   recording::Recorder* recorder_ = nullptr;
   DiagnosticsService* diagnostics_ = nullptr;
   LogLimiter log_limiter_;
+  std::mutex dropped_logged_mu_;
+  std::unordered_set<std::string> dropped_logged_;  // nodes whose trimming was logged
   TimerQueue timers_;
 };
 

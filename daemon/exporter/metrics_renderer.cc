@@ -786,6 +786,15 @@ void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) 
   for (const auto& [reason, count] : stats.rejected()) {
     Add(s, rejected, {{"reason", reason}}, static_cast<double>(count));
   }
+  const size_t dropped = s.Family(
+      "accelmon_exporter_ingest_dropped_total",
+      "Parts of applied reports dropped to keep them within the limits (docs/limits.md), by "
+      "reason: collectors, map entries, sensors, buddyinfo zones or orders, and what went to keep "
+      "a node within --limits.series-per-node.",
+      kCounter);
+  for (const auto& [reason, count] : stats.dropped()) {
+    Add(s, dropped, {{"reason", reason}}, static_cast<double>(count));
+  }
   Add(s, s.Family("accelmon_exporter_streams_active", "Agent streams connected now.", kGauge), {},
       static_cast<double>(stats.streams_active.load()));
   Add(s,

@@ -111,6 +111,11 @@ void NodeStore::Reconfigure(std::chrono::milliseconds expire_after, ValidationLi
   limits_ = limits;
 }
 
+ValidationLimits NodeStore::limits() const {
+  std::lock_guard lock(mu_);
+  return limits_;
+}
+
 std::chrono::milliseconds NodeStore::expire_after() const {
   std::lock_guard lock(mu_);
   return expire_after_;

@@ -75,6 +75,7 @@ class NodeStore {
   // A reload's new expiry and limits: the next Snapshot and the next report use them.
   void Reconfigure(std::chrono::milliseconds expire_after, ValidationLimits limits);
   std::chrono::milliseconds expire_after() const;
+  ValidationLimits limits() const;
 
  private:
   struct Slot {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "accelmon/v1/telemetry.pb.h"
+#include "daemon/exporter/series_budget.h"
 
 namespace accelmon {
 
@@ -31,6 +32,8 @@ struct ValidationLimits {
   size_t max_pod_bytes = 253;
   // How far a report's timestamp may be ahead of the exporter's clock (node clock skew).
   std::chrono::milliseconds max_future = std::chrono::minutes(5);
+  // What is trimmed rather than refused (series_budget.h).
+  TrimLimits trim{};
 };
 
 // Why `report`, received at `now`, cannot be applied: a short lower snake case reason (the

@@ -137,6 +137,80 @@ TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
   exporter.Stop();
 }
 
+TEST(IngestLimits, AReportOverEveryListLimitIsTrimmedToTheNodeBudgetAndItsValidPartsApplied) {
+  ExporterOptions options;
+  options.limits.trim.series_per_node = 2000;
+  LoopbackExporter exporter(options);
+  // Under the 1 MiB message limit, yet without limits it would add some 100k series.
+  v1::NodeReport r = Report("flood", 1);
+  for (int i = 0; i < 20'000; ++i) r.add_collectors()->set_name("c" + std::to_string(i));
+  for (int i = 0; i < 5'000; ++i) {
+    (*r.mutable_agent()->mutable_push_rejected_total())["r" + std::to_string(i)] = 1;
+  }
+  auto* host = r.mutable_host();
+  for (int i = 0; i < 2'000; ++i) {
+    auto* t = host->add_temperatures();
+    t->set_sensor("t" + std::to_string(i));
+    t->set_celsius(30);
+    auto* p = host->add_power_sensors();
+    p->set_sensor("p" + std::to_string(i));
+    p->set_watts(1);
+  }
+  for (int z = 0; z < 200; ++z) {
+    auto* zone = host->add_buddyinfo();
+    zone->set_numa_node(static_cast<uint32_t>(z));
+    zone->set_zone("Normal");
+    for (int o = 0; o < 200; ++o) zone->add_free_blocks(1);
+  }
+  auto* device = r.add_devices();
+  device->mutable_identity()->set_uuid("GPU-flood");
+  device->mutable_memory()->set_used_bytes(12345);
+  for (int i = 0; i < 5'000; ++i) {
+    (*device->mutable_thermal()->mutable_throttle_reasons())["t" + std::to_string(i)] = false;
+  }
+  auto* link = device->add_links();
+  link->set_name("nvlink0");
+  link->set_up(true);
+  for (int i = 0; i < 5'000; ++i) (*link->mutable_errors_total())["e" + std::to_string(i)] = 1;
+  ASSERT_LT(r.ByteSizeLong(), size_t{1} << 20);
+
+  auto stub = Connect(exporter);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 30s);
+  auto stream = stub->Stream(&context);
+  v1::Ack ack;
+  ASSERT_TRUE(stream->Write(r));
+  ASSERT_TRUE(stream->Read(&ack));
+  EXPECT_EQ(ack.status(), v1::Ack::STATUS_APPLIED) << "trimmed, not refused";
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+
+  const auto samples = Scrape(exporter);
+  size_t node_series = 0;
+  for (const auto& s : samples) {
+    const auto node = s.labels.find("node");
+    if (node != s.labels.end() && node->second == "flood") ++node_series;
+  }
+  EXPECT_LE(node_series, 2000u);
+  EXPECT_GT(node_series, 1000u) << "what fits is kept";
+  // The valid parts are applied.
+  EXPECT_EQ(FindValue(samples, "accelmon_node_up", {{"node", "flood"}}), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_device_memory_used_bytes", {{"node", "flood"}}), 12345.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_device_link_up", {{"link", "nvlink0"}}), 1.0);
+  // And what went is counted by why.
+  for (const char* reason : {"too_many_collectors", "too_many_map_entries", "too_many_sensors",
+                             "too_many_buddy_zones", "too_many_buddy_orders", "series_budget"}) {
+    const auto dropped =
+        FindValue(samples, "accelmon_exporter_ingest_dropped_total", {{"reason", reason}});
+    ASSERT_TRUE(dropped.has_value()) << reason;
+    EXPECT_GT(*dropped, 0) << reason;
+  }
+  EXPECT_EQ(FindValue(samples, "accelmon_exporter_ingest_dropped_total",
+                      {{"reason", "too_many_collectors"}}),
+            20'000.0 - 64);
+  exporter.Stop();
+}
+
 TEST(IngestLimits, AnOversizedReportEndsOnlyItsStream) {
   LoopbackExporter exporter;  // the default limit: 1 MiB
   auto stub = Connect(exporter);
