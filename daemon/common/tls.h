@@ -22,6 +22,9 @@ struct GrpcServerTls {
   std::string cert_file;
   std::string key_file;
   std::string client_ca_file;  // requires and verifies client certificates
+  // With mutual TLS: the client certificate names that may read through the Query API (GetNodes,
+  // GetFindings, Watch). An agent's certificate is not a reader's: empty, nobody may read.
+  std::vector<std::string> reader_names;
 
   bool enabled() const { return !cert_file.empty(); }
   bool mutual() const { return !client_ca_file.empty(); }

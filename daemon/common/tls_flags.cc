@@ -26,6 +26,12 @@ void AddGrpcServerTlsFlags(CLI::App& cmd, GrpcServerTls& tls) {
   cmd.add_option("--grpc.tls-client-ca", tls.client_ca_file,
                  "PEM CA bundle: require and verify agents' client certificates (mutual TLS); a "
                  "report's node must then match the certificate's DNS name (or common name)");
+  cmd.add_option("--grpc.reader-names", tls.reader_names,
+                 "With mutual TLS: client certificate names (DNS name, or common name) that may "
+                 "read nodes and findings through the Query API (GetNodes, GetFindings, Watch); "
+                 "comma-separated or repeated. Agents' certificates may not; empty: nobody")
+      ->delimiter(',')
+      ->allow_extra_args(false);
 }
 
 }  // namespace accelmon

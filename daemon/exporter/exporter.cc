@@ -1,5 +1,6 @@
 #include "daemon/exporter/exporter.h"
 
+#include <fmt/ranges.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 #include <spdlog/spdlog.h>
@@ -56,6 +57,7 @@ void Exporter::Start() {
   diagnostics_->Start();
   service_->set_diagnostics(diagnostics_.get());
   query_ = std::make_unique<QueryService>(store_, *diagnostics_);
+  if (options_.grpc_tls.mutual()) query_->set_reader_names(options_.grpc_tls.reader_names);
   service_->set_max_reports_per_second(options_.max_reports_per_second);
   // With mutual TLS, a report's node must be one the client certificate names.
   service_->set_require_node_certificate(options_.grpc_tls.mutual());
@@ -98,6 +100,16 @@ void Exporter::Start() {
                                              : "plain text",
                options_.web_config.tls ? "HTTPS" : "plain HTTP",
                options_.web_config.basic_auth_users.empty() ? "" : " with basic auth");
+  if (options_.grpc_tls.mutual()) {
+    spdlog::info(
+        "exporter: Query API (GetNodes, GetFindings, Watch) readable by client "
+        "certificates named {}",
+        options_.grpc_tls.reader_names.empty()
+            ? std::string("nobody (--grpc.reader-names is empty)")
+            : fmt::format("{}", fmt::join(options_.grpc_tls.reader_names, ", ")));
+  } else {
+    spdlog::info("exporter: Query API readable by any client that can connect (docs/security.md)");
+  }
   spdlog::info("diagnostics: {}", diagnostics_->Describe());
 }
 

@@ -83,6 +83,7 @@ std::optional<recording::RecorderOptions> ToRecorderOptions(const ExporterFlags&
 std::optional<ExporterOptions> LoadExporterOptions(const ExporterFlags& f, std::string* error) {
   ExporterOptions options = ToExporterOptions(f);
   options.grpc_tls = f.grpc_tls;
+  std::erase(options.grpc_tls.reader_names, std::string());  // a config file's "": nobody
   if (auto tls_error = CheckServerTls(options.grpc_tls)) {
     *error = *tls_error;
     return std::nullopt;

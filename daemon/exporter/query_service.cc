@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/common/tls.h"
+
 namespace accelmon {
 
 class WatchReactor;
@@ -166,9 +168,29 @@ QueryService::QueryService(NodeStore& store, DiagnosticsService& diagnostics)
 
 QueryService::~QueryService() = default;
 
+std::optional<grpc::Status> QueryService::RefuseReader(grpc::CallbackServerContext* context) const {
+  if (!require_reader_) return std::nullopt;
+  const std::vector<std::string> names = ClientCertificateNames(*context->auth_context());
+  for (const std::string& name : names) {
+    if (std::find(reader_names_.begin(), reader_names_.end(), name) != reader_names_.end()) {
+      return std::nullopt;
+    }
+  }
+  std::string named;
+  for (const std::string& n : names) named += (named.empty() ? "\"" : ", \"") + n + "\"";
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      "the client certificate (" + (named.empty() ? "no name" : named) +
+                          ") may not read: the exporter's --grpc.reader-names does not list it");
+}
+
 grpc::ServerUnaryReactor* QueryService::GetNodes(grpc::CallbackServerContext* context,
                                                  const v1::GetNodesRequest* request,
                                                  v1::GetNodesResponse* response) {
+  if (auto refused = RefuseReader(context)) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(*refused);
+    return reactor;
+  }
   const std::set<std::string> wanted(request->nodes().begin(), request->nodes().end());
   for (const NodeEntry& e : store_.Snapshot(Clock::now())) {  // sorted by node
     if (wanted.empty() || wanted.count(e.report->node()) != 0) {
@@ -183,6 +205,11 @@ grpc::ServerUnaryReactor* QueryService::GetNodes(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* QueryService::GetFindings(grpc::CallbackServerContext* context,
                                                     const v1::GetFindingsRequest* request,
                                                     v1::GetFindingsResponse* response) {
+  if (auto refused = RefuseReader(context)) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(*refused);
+    return reactor;
+  }
   std::vector<v1::Finding> findings = diagnostics_.Findings(
       {request->nodes().begin(), request->nodes().end()}, request->include_closed());
   for (v1::Finding& f : findings) *response->add_findings() = std::move(f);
@@ -201,6 +228,10 @@ grpc::ServerWriteReactor<v1::WatchEvent>* QueryService::Watch(grpc::CallbackServ
   };
   if (refuse()) {
     stream->End(grpc::Status(grpc::StatusCode::UNAVAILABLE, "exporter is shutting down"));
+    return reactor;
+  }
+  if (auto refused = RefuseReader(context)) {
+    stream->End(*refused);
     return reactor;
   }
   spdlog::info("watch from {} opened (nodes: {}, reports: {}, initial state: {})", context->peer(),

@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "accelmon/v1/diagnostics.grpc.pb.h"
 #include "daemon/exporter/diagnostics_service.h"
@@ -37,6 +40,13 @@ class QueryService final : public v1::Query::CallbackService {
   grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
                                                   const v1::WatchRequest* request) override;
 
+  // With mutual TLS: only clients whose certificate names one of `names` may call; the others get
+  // PERMISSION_DENIED. Unset (plain text or server-only TLS): anyone who can connect may read.
+  void set_reader_names(std::vector<std::string> names) {
+    reader_names_ = std::move(names);
+    require_reader_ = true;
+  }
+
   // Ends every Watch stream and refuses new ones (UNAVAILABLE). Called before the server shuts
   // down, so that shutdown need not wait out its grace period for streams that never end.
   void Shutdown();
@@ -49,8 +59,13 @@ class QueryService final : public v1::Query::CallbackService {
   friend class WatchReactor;
   void Remove(const std::shared_ptr<WatchStream>& stream, uint64_t dropped);
 
+  // Why `context`'s client may not read, or nothing when it may.
+  std::optional<grpc::Status> RefuseReader(grpc::CallbackServerContext* context) const;
+
   NodeStore& store_;
   DiagnosticsService& diagnostics_;
+  bool require_reader_ = false;
+  std::vector<std::string> reader_names_;
   mutable std::mutex mu_;
   bool shutting_down_ = false;
   std::set<std::shared_ptr<WatchStream>> streams_;

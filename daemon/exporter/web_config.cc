@@ -158,6 +158,9 @@ bool CheckBcrypt(const std::string& hash, const std::string& password) {
   // crypt_data is 32 KiB: keep it off civetweb's worker stacks.
   auto data = std::make_unique<crypt_data>();
   const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
+  // crypt() reads up to the first NUL: "s3cret\0anything" would pass as "s3cret". Checked after
+  // the hash, so such a try takes as long as any other.
+  if (password.find('\0') != std::string::npos) return false;
   if (out == nullptr || out[0] == '*') return false;
   const std::string_view result(out);
   if (result.size() != hash.size()) return false;

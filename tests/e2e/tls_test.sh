@@ -10,6 +10,7 @@ issue server exporter-1 "DNS:exporter.test,IP:127.0.0.1"
 issue server2 exporter-2 "DNS:exporter.test,IP:127.0.0.1"
 issue node_a other-cn "DNS:node-a"  # the SAN, not the CN, is what counts
 issue node_c node-c                 # no SAN: the CN counts
+issue reader dashboards "DNS:dashboards"  # may read the Query API (--grpc.reader-names)
 
 agent() {  # agent NAME NODE ARGS...: a fast-ticking agent reading the fixture procfs
   local name=$1 node=$2
@@ -73,7 +74,7 @@ stop tls_exporter
 # --- Mutual TLS: a client certificate is required, and names the node.
 start mtls_exporter exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
   --grpc.tls-cert "$CERTS/server.crt" --grpc.tls-key "$CERTS/server.key" \
-  --grpc.tls-client-ca "$CERTS/ca.crt"
+  --grpc.tls-client-ca "$CERTS/ca.crt" --grpc.reader-names dashboards
 exporter_ports mtls_exporter
 url="http://127.0.0.1:$web_port/metrics"
 wait_for_log mtls_exporter 'ingest mutual TLS' >/dev/null
@@ -100,6 +101,19 @@ wait_for_log no_cert 'exporter 127.0.0.1:[0-9]+ unreachable' >/dev/null
 body=$(curl -fsS "$url") || fail "scrape failed"
 ! grep -Eq 'node="(node-b|other-cn|no-cert-node)"' <<<"$body" ||
   fail "a refused agent's reports reached /metrics"
+
+# The Query API: an agent's certificate may not read the fleet; one --grpc.reader-names lists may.
+watch() {
+  /usr/bin/python3 "$(dirname "$0")/watch_findings.py" "127.0.0.1:$grpc_port" 3 \
+    --ca "$CERTS/ca.crt" --server-name exporter.test "$@"
+}
+if watch --cert "$CERTS/node_a.crt" --key "$CERTS/node_a.key" 2>"$WORK/watch.err"; then
+  fail "an agent's certificate read the Query API"
+fi
+grep -q 'PERMISSION_DENIED.*"node-a".*may not read.*--grpc.reader-names' "$WORK/watch.err" ||
+  fail "refusal does not say why: $(cat "$WORK/watch.err")"
+watch --cert "$CERTS/reader.crt" --key "$CERTS/reader.key" >/dev/null 2>"$WORK/watch.err" ||
+  fail "the listed reader was refused: $(cat "$WORK/watch.err")"
 
 for a in node_a node_c impostor cn_impostor no_cert; do stop "$a"; done
 stop mtls_exporter

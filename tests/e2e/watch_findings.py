@@ -2,9 +2,12 @@
 RULE NODE DEVICE SEVERITY START_UNIX_NANOS. Used by the e2e tests to read the Query API of a real
 exporter without a generated gRPC stub (the message classes come from protoc --python_out).
 
-Usage: watch_findings.py HOST:PORT [SECONDS]
-Waits at most SECONDS (default 5) for the stream's first events, then prints what it got.
+Usage: watch_findings.py HOST:PORT [SECONDS] [--ca CA --cert CERT --key KEY [--server-name N]]
+Waits at most SECONDS (default 5) for the stream's first events, then prints what it got. With
+--ca, over TLS (mutual with --cert and --key). A refusal prints "watch failed: CODE: DETAILS" on
+stderr and exits 1.
 """
+import argparse
 import sys
 import threading
 
@@ -13,9 +16,22 @@ from accelmon.v1 import diagnostics_pb2
 
 
 def main():
-    address = sys.argv[1]
-    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 5.0
-    channel = grpc.insecure_channel(address)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("address")
+    parser.add_argument("seconds", nargs="?", type=float, default=5.0)
+    parser.add_argument("--ca")
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
+    parser.add_argument("--server-name")
+    args = parser.parse_args()
+    address, seconds = args.address, args.seconds
+    if args.ca:
+        read = lambda path: open(path, "rb").read() if path else None
+        credentials = grpc.ssl_channel_credentials(read(args.ca), read(args.key), read(args.cert))
+        options = [("grpc.ssl_target_name_override", args.server_name)] if args.server_name else []
+        channel = grpc.secure_channel(address, credentials, options)
+    else:
+        channel = grpc.insecure_channel(address)
     watch = channel.unary_stream(
         "/accelmon.v1.Query/Watch",
         request_serializer=diagnostics_pb2.WatchRequest.SerializeToString,

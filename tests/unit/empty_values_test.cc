@@ -38,6 +38,7 @@ const std::set<std::string> kEmptyMeansOff = {
     "--grpc.tls-cert",
     "--grpc.tls-key",
     "--grpc.tls-client-ca",
+    "--grpc.reader-names",  // nobody may read, as by default
     "--exporter.tls-ca",
     "--exporter.tls-cert",
     "--exporter.tls-key",
