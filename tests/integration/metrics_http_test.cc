@@ -107,8 +107,13 @@ TEST(MetricsHttp, BasicAuthRefusesWithoutCredentials) {
       401);
   EXPECT_EQ(HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic !!!"}).status, 401);
   // "prom:s3cret\0junk" and "prom:s3cret\0": the right password up to a NUL is not the password.
-  EXPECT_EQ(HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic cHJvbTpzM2NyZXQAanVuaw=="}).status, 401);
-  EXPECT_EQ(HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic cHJvbTpzM2NyZXQA"}).status, 401);
+  EXPECT_EQ(
+      HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic cHJvbTpzM2NyZXQAanVuaw=="})
+          .status,
+      401);
+  EXPECT_EQ(
+      HttpGet("127.0.0.1", port, "/metrics", {"Authorization: Basic cHJvbTpzM2NyZXQA"}).status,
+      401);
   const auto ok = HttpGet("127.0.0.1", port, "/metrics",
                           {"Authorization: Basic cHJvbTpzM2NyZXQ=", "Accept-Encoding: gzip"});
   EXPECT_EQ(ok.status, 200);
