@@ -152,7 +152,7 @@ class SegmentWriter {
   ReportLocations latest_;  // of every node, while tail_index is on
   std::chrono::steady_clock::time_point last_index_write_{};
   bool index_dirty_ = false;
-  bool synced_ = true;  // everything appended is synced (the index may be written)
+  bool synced_ = true;          // everything appended is synced (the index may be written)
   bool index_failing_ = false;  // logged once until it works again
   SegmentWriterStats stats_;
   std::string framed_;  // scratch

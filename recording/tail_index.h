@@ -47,8 +47,7 @@ struct RecoveredLocations {
 // lost index costs only a slower, partial start). `segment` and `end_offset`: how far the
 // synced records go; `watermarks` as of there. False with errno set on failure.
 bool WriteTailIndex(const std::string& dir, const ReportLocations& nodes,
-                    const Watermarks& watermarks,
-                    uint64_t segment, uint64_t end_offset);
+                    const Watermarks& watermarks, uint64_t segment, uint64_t end_offset);
 
 // Reads `tail.index` of `dir` and brings it up to date from the records after it in
 // `segments` (index, path; oldest first). Damaged records are skipped and said in `damage`.

@@ -362,7 +362,7 @@ void Uplink::Run() {
                    status.error_message(), FormatPrometheusDuration(options_.max_backoff));
     } else {
       spdlog::debug("exporter {} still unreachable ({} reports pending): {}", address, pending,
-                   status.error_message());
+                    status.error_message());
     }
     // Full jitter: spreads the reconnects of a whole fleet after an exporter restart.
     const auto wait = std::chrono::milliseconds(
