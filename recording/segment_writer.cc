@@ -271,6 +271,8 @@ SegmentWriter::SegmentWriter(RecordingOptions options, std::optional<Watermarks>
       }
       watermarks_ = recovered_.watermarks;
     }
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [node, mark] : watermarks_) last_appended_.emplace(node, now);
     ScanDirectory();
     EnforceRetention();
     OpenSegment();
@@ -312,6 +314,26 @@ void SegmentWriter::ScanDirectory() {
   for (const Segment& seg : segments_) stats_.bytes += seg.bytes;
 }
 
+void SegmentWriter::ForgetSilentNodes() {
+  if (options_.forget_watermarks_after.count() <= 0) return;
+  const auto horizon = std::chrono::steady_clock::now() - options_.forget_watermarks_after;
+  size_t forgotten = 0;
+  for (auto it = last_appended_.begin(); it != last_appended_.end();) {
+    if (it->second >= horizon) {
+      ++it;
+      continue;
+    }
+    watermarks_.erase(it->first);
+    it = last_appended_.erase(it);
+    ++forgotten;
+  }
+  if (forgotten > 0) {
+    index_dirty_ = true;
+    spdlog::debug("recording: forgot the watermarks of {} node(s) silent for over {} ms", forgotten,
+                  options_.forget_watermarks_after.count());
+  }
+}
+
 void SegmentWriter::OpenSegment() {
   const uint64_t index = next_index_;
   const std::string path = SegmentFilePath(options_.dir, index);
@@ -320,6 +342,7 @@ void SegmentWriter::OpenSegment() {
   if (fd < 0) throw std::runtime_error("cannot create " + path + ": " + ErrnoText(errno));
   ++next_index_;
 
+  ForgetSilentNodes();
   v1::SegmentHeader header = NewSegmentHeader(options_.writer);
   for (const auto& [node, mark] : watermarks_) {
     v1::NodeWatermark* w = header.add_watermarks();
@@ -422,7 +445,11 @@ void SegmentWriter::AppendBatch(const Batch& batch) {
   seg.newest = std::chrono::system_clock::now();
   ++stats_.records_written;
   stats_.reports_written += batch.keys.size();
-  for (const ReportKey& key : batch.keys) AdvanceWatermark(watermarks_, key);
+  const auto now = std::chrono::steady_clock::now();
+  for (const ReportKey& key : batch.keys) {
+    AdvanceWatermark(watermarks_, key);
+    if (options_.forget_watermarks_after.count() > 0) last_appended_[key.node] = now;
+  }
   if (std::chrono::steady_clock::now() - last_retention_check_ >= kRetentionCheckEvery) {
     EnforceRetention();
   }

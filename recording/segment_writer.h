@@ -38,6 +38,10 @@ struct RecordingOptions {
   int zstd_level = 3;
   // Keep `tail.index` (tail_index.h): the exporter's recorder does, `record import` not.
   bool tail_index = false;
+  // A node's watermark is left out of new segment headers (and the tail index) once nothing was
+  // appended for it this long, as the exporter forgets an expired node (--node.expire-after):
+  // otherwise every node ever seen stays in every header. 0: kept forever.
+  std::chrono::milliseconds forget_watermarks_after{0};
 };
 
 // One ReportBatch record under construction: the reports' wire bytes and their keys, in order.
@@ -133,6 +137,8 @@ class SegmentWriter {
   // Writes `bytes` (whole framed records) at the end of the current segment.
   void WriteFramed(const std::string& bytes);
   void DeleteOldest();
+  // Drops the watermarks of nodes silent for longer than forget_watermarks_after.
+  void ForgetSilentNodes();
   // Rewrites `tail.index` for what is synced now, dropping nodes whose segment is gone.
   void WriteIndex();
 
@@ -147,6 +153,8 @@ class SegmentWriter {
   std::vector<Segment> segments_;  // oldest first; the last is current while fd_ >= 0
   std::chrono::steady_clock::time_point last_retention_check_;
   Watermarks watermarks_;
+  // When each node in watermarks_ last had a report appended (recovered ones: when opened).
+  std::map<std::string, std::chrono::steady_clock::time_point, std::less<>> last_appended_;
   RecoveredWatermarks recovered_;
   RecoveredLocations recovered_locations_;
   ReportLocations latest_;  // of every node, while tail_index is on

@@ -117,6 +117,8 @@ void Exporter::StartRecording() {
   const auto started = std::chrono::steady_clock::now();
   recording::RecorderOptions o = *options_.recording;
   o.recording.tail_index = true;
+  // Dedup forgets an expired node in memory; the recording's headers forget it too.
+  o.recording.forget_watermarks_after = options_.node_expire_after;
   // Opens and locks the directory and reads its newest segment: throws, stopping start-up.
   recorder_ = std::make_unique<recording::Recorder>(o, stats_.recorder);
   const recording::RecoveredWatermarks& recovered = recorder_->recovered();

@@ -187,6 +187,31 @@ TEST_F(RecordingTest, EveryOpenBeginsANewSegment) {
   EXPECT_EQ(HeaderWatermarks(Header(ReadRecords(Segments()[1]).at(0))), expected);
 }
 
+TEST_F(RecordingTest, NodesSilentLongerThanTheHorizonLeaveTheHeaders) {
+  RecordingOptions o = Options();
+  o.segment_bytes = 64 << 10;
+  o.compression = Compression::kNone;
+  o.forget_watermarks_after = 1ms;
+  SegmentWriter writer(o, Watermarks{});
+  Batch batch;
+  batch.Add(Report("gone", 1));
+  writer.AppendBatch(batch);
+  // "busy" keeps reporting (40 KB each, a new segment every other one); "gone" does not.
+  uint64_t seq = 0;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        Batch b;
+        b.Add(Report("busy", ++seq, 40'000));
+        writer.AppendBatch(b);
+        return !writer.watermarks().contains("gone");
+      },
+      30s));
+  EXPECT_TRUE(writer.watermarks().contains("busy"));
+  writer.Sync();
+  const v1::SegmentHeader newest = Header(ReadRecords(Segments().back()).at(0));
+  EXPECT_FALSE(HeaderWatermarks(newest).contains("gone"));
+}
+
 TEST_F(RecordingTest, RotatesBySizeWithCurrentWatermarksInEachHeader) {
   RecordingOptions o = Options();
   o.segment_bytes = 64 << 10;
