@@ -15,6 +15,7 @@
 #include "daemon/agent/spool.h"
 #include "daemon/common/ingest_stream.h"
 #include "daemon/common/log_limiter.h"
+#include "daemon/common/tls_probe.h"
 #include "proto/time_format.h"
 
 namespace accelmon {
@@ -354,12 +355,14 @@ void Uplink::Run() {
       logged_refused = true;
       if (several) FailOver(status, false);
     } else if (several) {
+      if (!logged_unreachable) ExplainTlsFailure(address, status);
       FailOver(status, !logged_unreachable);
       logged_unreachable = true;
     } else if (!logged_unreachable) {
       logged_unreachable = true;
       spdlog::warn("exporter {} unreachable: {}; retrying with backoff up to {}", address,
                    status.error_message(), FormatPrometheusDuration(options_.max_backoff));
+      ExplainTlsFailure(address, status);
     } else {
       spdlog::debug("exporter {} still unreachable ({} reports pending): {}", address, pending,
                     status.error_message());
@@ -369,6 +372,13 @@ void Uplink::Run() {
         std::uniform_int_distribution<int64_t>(backoff.count() / 2, backoff.count())(rng));
     backoff = std::min(options_.max_backoff, backoff * 2);
     if (WaitToRetry(wait)) return;
+  }
+}
+
+void Uplink::ExplainTlsFailure(const std::string& address, const grpc::Status& status) const {
+  if (!options_.tls.enabled || !LooksLikeTlsFailure(status.error_message())) return;
+  if (auto why = ProbeTls(address, options_.tls, std::chrono::seconds(2))) {
+    spdlog::error("TLS with exporter {} fails: {}", address, *why);
   }
 }
 

@@ -82,6 +82,8 @@ class Uplink {
   // Waits `wait` before the next attempt, or less when the channel connects meanwhile; true
   // when stopping.
   bool WaitToRetry(std::chrono::milliseconds wait);
+  // After a failure that looks like TLS: one handshake of our own, to log why (tls_probe.h).
+  void ExplainTlsFailure(const std::string& address, const grpc::Status& status) const;
   // A better-ranked exporter than the current one whose channel is ready, if any; sets
   // `connecting` when one is on its way (worth checking again soon).
   std::optional<size_t> ReadyBetterTarget(bool& connecting);

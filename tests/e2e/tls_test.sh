@@ -52,6 +52,8 @@ wait_for_log plain_agent 'exporter 127.0.0.1:[0-9]+ unreachable' >/dev/null
 agent wrong_name_agent wrong-name-node --exporter.tls-ca "$CERTS/ca.crt" \
   --exporter.tls-server-name elsewhere.test
 wait_for_log wrong_name_agent 'exporter 127.0.0.1:[0-9]+ unreachable' >/dev/null
+# ... and says why, from a handshake of its own (gRPC's message does not).
+wait_for_log wrong_name_agent 'TLS with exporter .* certificate does not verify against .*ca.crt for "elsewhere.test": hostname mismatch' >/dev/null
 body=$(curl -fsS "$url") || fail "scrape failed"
 ! grep -Eq 'node="(plain-node|wrong-name-node)"' <<<"$body" ||
   fail "a plain-text or misverifying agent got its reports in"
@@ -98,6 +100,8 @@ wait_for_log cn_impostor 'refused this agent' >/dev/null
 
 agent no_cert no-cert-node --exporter.tls-ca "$CERTS/ca.crt"
 wait_for_log no_cert 'exporter 127.0.0.1:[0-9]+ unreachable' >/dev/null
+# gRPC says only "Socket closed"; the agent says the exporter wants a client certificate.
+wait_for_log no_cert "TLS with exporter .* refused this agent's TLS client certificate .*it requires one" >/dev/null
 body=$(curl -fsS "$url") || fail "scrape failed"
 ! grep -Eq 'node="(node-b|other-cn|no-cert-node)"' <<<"$body" ||
   fail "a refused agent's reports reached /metrics"
