@@ -58,6 +58,7 @@ v1::NodeReport Agent::CollectOnce() {
   const UplinkStats stats = uplink_.stats();
   report.mutable_agent()->set_dropped_reports_total(stats.dropped);
   report.mutable_agent()->set_spool_reports(stats.pending);
+  report.mutable_agent()->set_resent_reports_total(stats.resent);
   return report;
 }
 

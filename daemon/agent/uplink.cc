@@ -94,8 +94,9 @@ void Uplink::Submit(v1::NodeReport report) {
 
 UplinkStats Uplink::stats() const {
   std::lock_guard lock(mu_);
-  return UplinkStats{log_->unacknowledged(), log_->dropped_reports(), acknowledged_, connected_,
-                     targets_[current_].address};
+  return UplinkStats{
+      log_->unacknowledged(),    log_->dropped_reports(), acknowledged_, resent_.load(), connected_,
+      targets_[current_].address};
 }
 
 bool Uplink::WaitUntilDrained(std::chrono::milliseconds timeout) {
@@ -208,6 +209,11 @@ grpc::Status Uplink::StreamOnce(bool& got_ack) {
     batch.pop_front();
     if (stream.TrySend(*next) != IngestStream::SendResult::kQueued) break;
     sent_up_to = next->sequence();
+    if (sent_up_to <= highest_sent_) {
+      ++resent_;
+    } else {
+      highest_sent_ = sent_up_to;
+    }
   }
 
   // Cancel only to stop or move: a stream the exporter ended keeps its status (a refusal says

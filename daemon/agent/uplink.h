@@ -11,6 +11,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/generic/generic_stub.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -53,6 +54,7 @@ struct UplinkStats {
   uint64_t pending = 0;
   uint64_t dropped = 0;
   uint64_t acknowledged = 0;
+  uint64_t resent = 0;  // sent again on a later stream, unacknowledged on an earlier one
   bool connected = false;
   std::string exporter;  // the exporter streamed to, or tried next
 };
@@ -109,6 +111,8 @@ class Uplink {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t acknowledged_ = 0;  // acks that moved the watermark
+  uint64_t highest_sent_ = 0;  // the highest sequence handed to any stream (the uplink thread's)
+  std::atomic<uint64_t> resent_{0};
   bool connected_ = false;
   bool stopping_ = false;
   size_t current_ = 0;               // into targets_; written by the streaming thread only

@@ -242,6 +242,12 @@ class NodeFamilies {
             kCounter)),
         agent_spool_(s.Family("accelmon_agent_spool_reports",
                               "Reports waiting in the agent's spool for acknowledgement.", kGauge)),
+        agent_resent_(s.Family(
+            "accelmon_agent_resent_reports_total",
+            "Reports the agent sent again after a reconnect or failover because they were not "
+            "acknowledged; after a failover the next exporter applies those the first had applied "
+            "a second time.",
+            kCounter)),
         push_rejected_(s.Family("accelmon_agent_push_rejected_total",
                                 "Allocator statistics pushes the agent refused, by reason.",
                                 kCounter)) {}
@@ -268,6 +274,9 @@ class NodeFamilies {
     if (agent.has_spool_reports()) {
       accelmon::Add(s, agent_spool_, node, static_cast<double>(agent.spool_reports()));
     }
+    if (agent.has_resent_reports_total()) {
+      accelmon::Add(s, agent_resent_, node, static_cast<double>(agent.resent_reports_total()));
+    }
     for (const auto* rejected : SortedByKey(agent.push_rejected_total())) {
       accelmon::Add(s, push_rejected_, node, "reason", rejected->first,
                     static_cast<double>(rejected->second));
@@ -277,7 +286,7 @@ class NodeFamilies {
  private:
   MetricSink& sink_;
   const size_t up_, last_, collector_success_, collector_duration_, agent_dropped_, agent_spool_,
-      push_rejected_;
+      agent_resent_, push_rejected_;
 };
 
 // The host's series: memory, the kernel's memory health, links and sensors.

@@ -10,6 +10,7 @@
 #include "daemon/agent/agent.h"
 #include "daemon/agent/rendezvous.h"
 #include "support/loopback_exporter.h"
+#include "support/prom_text.h"
 #include "support/wait.h"
 
 namespace accelmon {
@@ -83,6 +84,45 @@ TEST(ExporterFailoverTest, FailsOverToTheNextRankedAndMovesBack) {
   // Every report was settled by one exporter or another (a re-send across a move may be applied
   // by both: at least once).
   EXPECT_GE(settled_before_stop + Settled(*second) + Settled(*first), agent.last_sequence());
+}
+
+TEST(ExporterFailoverTest, ReportsUnacknowledgedAtAFailoverAreSentAgainAndCounted) {
+  const testing::ReservedPort port_a, port_b;
+  const std::vector<std::string> addresses = {port_a.address(), port_b.address()};
+  const auto ranked = RankByRendezvous(kNode, addresses);
+  const int top_port = ranked.front() == port_a.address() ? port_a.port() : port_b.port();
+  // The first exporter reads one report a minute: the agent's next ones wait in the stream,
+  // written and unacknowledged, when it goes away.
+  ExporterOptions slow;
+  slow.max_reports_per_second = 1.0 / 60;
+  auto first = std::make_unique<testing::LoopbackExporter>(slow, top_port);
+  auto second = StartExporter(top_port == port_a.port() ? port_b.port() : port_a.port());
+
+  UplinkOptions options;
+  options.exporter_addresses = addresses;
+  options.node = kNode;
+  options.min_backoff = 20ms;
+  options.max_backoff = 100ms;
+  options.return_probe_interval = 1h;  // stay on the second once there
+  Uplink uplink(options);
+  Agent agent(AgentOptions{.node = kNode, .interval = 20ms}, SimCollectors(), uplink);
+  uplink.Start();
+  agent.Start();
+  ASSERT_TRUE(WaitFor([&] { return Applied(*first) == 1 && agent.last_sequence() >= 5; }, 20s));
+  first.reset();
+  ASSERT_TRUE(WaitFor([&] { return uplink.stats().resent >= 1; }, 20s))
+      << "the reports the first exporter never acknowledged are sent to the second";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const auto samples = testing::Scrape(*second);
+        const auto resent =
+            testing::FindValue(samples, "accelmon_agent_resent_reports_total", {{"node", kNode}});
+        return resent && *resent >= 1;
+      },
+      20s))
+      << "the count reaches /metrics";
+  agent.Stop();
+  uplink.Stop();
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ v1::NodeReport FullNode() {
   failed->set_error("dlopen libnvidia-ml.so.1: not found");
   r.mutable_agent()->set_dropped_reports_total(3);
   r.mutable_agent()->set_spool_reports(1);
+  r.mutable_agent()->set_resent_reports_total(2);
   (*r.mutable_agent()->mutable_push_rejected_total())["unknown_device"] = 2;
   (*r.mutable_agent()->mutable_push_rejected_total())["allocated_exceeds_reserved"] = 0;
   r.mutable_host()->mutable_memory()->set_total_bytes(540'000'000'000);

@@ -28,6 +28,7 @@ v1::NodeReport FullReport() {
   r.set_agent_version("0.1.0");
   r.mutable_agent()->set_dropped_reports_total(1);
   r.mutable_agent()->set_spool_reports(2);
+  r.mutable_agent()->set_resent_reports_total(1);
   (*r.mutable_agent()->mutable_push_rejected_total())["unknown_device"] = 3;
 
   auto* c = r.add_collectors();
