@@ -391,15 +391,20 @@ void Engine::Process(const v1::NodeReport& report) {
   }
 }
 
-void Engine::ProcessJob(const JobSlice& slice) {
-  auto it = jobs_.find(slice.job);
+Engine::JobState& Engine::JobFor(std::string_view job) {
+  auto it = jobs_.find(job);
   if (it == jobs_.end()) {
-    if (slice.devices.empty()) return;
     auto state = std::make_unique<JobState>();
     for (const RuleDefinition* rule : job_rules_) state->rules.push_back(rule->make_job(config_));
-    it = jobs_.emplace(std::string(slice.job), std::move(state)).first;
+    it = jobs_.emplace(std::string(job), std::move(state)).first;
   }
-  JobState& job = *it->second;
+  return *it->second;
+}
+
+void Engine::ProcessJob(const JobSlice& slice) {
+  if (slice.devices.empty() && jobs_.find(slice.job) == jobs_.end()) return;
+  JobState& job = JobFor(slice.job);
+  const auto it = jobs_.find(slice.job);  // to erase it when the job is gone
   if (slice.devices.empty()) {
     if (auto node = job.nodes.find(slice.node); node != job.nodes.end()) job.nodes.erase(node);
   } else if (job.nodes.find(slice.node) == job.nodes.end()) {
@@ -451,6 +456,12 @@ void Engine::NoteOpening(v1::Finding& finding, int64_t now_ns) {
   if (openings.size() >= kMaxOpeningsPerJob) openings.erase(openings.begin());
   openings.push_back(Opening{
       .start_ns = start, .name = NameOf(finding), .consequence_of = finding.consequence_of()});
+}
+
+bool Engine::HasOpenFindings() const {
+  const auto open = [](const auto& entry) { return !entry.second->open.empty(); };
+  return std::any_of(nodes_.begin(), nodes_.end(), open) ||
+         std::any_of(jobs_.begin(), jobs_.end(), open);
 }
 
 std::vector<v1::Finding> Engine::OpenFindings() const {
@@ -505,14 +516,7 @@ size_t Engine::Restore(std::span<const v1::SavedFinding> saved) {
     const size_t node_rule = position(rules_, f.rule());
     NodeState& node = NodeFor(f.node());
     if (job_rule != kNone && (node_rule == kNone || !node.rules[node_rule])) {
-      auto it = jobs_.find(f.job());
-      if (it == jobs_.end()) {
-        auto state = std::make_unique<JobState>();
-        for (const RuleDefinition* rule : job_rules_)
-          state->rules.push_back(rule->make_job(config_));
-        it = jobs_.emplace(f.job(), std::move(state)).first;
-      }
-      JobState& job = *it->second;
+      JobState& job = JobFor(f.job());
       JobState::Open& open = job.open[JobFindingKey{job_rule, f.node(), key, subject.link}] =
           JobState::Open{};
       open.finding = f;

@@ -56,6 +56,8 @@ class Engine {
 
   // The findings open now, sorted by node, then start, then rule.
   std::vector<v1::Finding> OpenFindings() const;
+  // Whether any is open: OpenFindings() without the copies and the sort.
+  bool HasOpenFindings() const;
 
   // Across a restart: the open findings with what their rules need to go on judging them
   // (Rule::Latch). The exporter saves them beside its recording.
@@ -86,6 +88,8 @@ class Engine {
   class JobContext;
 
   NodeState& NodeFor(const std::string& node);
+  // The job's state, made with its rule instances when it has none yet.
+  JobState& JobFor(std::string_view job);
   // Runs the job rules over one node's slice of `job`; drops the job once it is on no node.
   void ProcessJob(const JobSlice& slice);
   // Sets `finding.consequence_of` from the job's recent openings and records this one.

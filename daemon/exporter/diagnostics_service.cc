@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "proto/time_format.h"
+#include "recording/file_io.h"
 
 namespace accelmon {
 namespace {
@@ -120,8 +121,9 @@ bool DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, 
 
 size_t DiagnosticsService::RestoreState() {
   if (!engine_ || options_.state_file.empty()) return 0;
-  std::ifstream in(options_.state_file, std::ios::binary);
-  if (!in) {
+  std::string bytes;
+  // ReadFileRange says why in errno, which an ifstream does not promise.
+  if (!recording::ReadFileRange(options_.state_file, 0, &bytes)) {
     if (errno != ENOENT) {
       spdlog::warn("diagnostics: cannot read {}: {}; open findings start empty",
                    options_.state_file, std::strerror(errno));
@@ -129,7 +131,7 @@ size_t DiagnosticsService::RestoreState() {
     return 0;
   }
   v1::DiagnosticsState state;
-  if (!state.ParseFromIstream(&in)) {
+  if (!state.ParseFromString(bytes)) {
     spdlog::warn("diagnostics: {} is damaged; open findings start empty", options_.state_file);
     return 0;
   }
@@ -148,8 +150,7 @@ std::optional<std::string> DiagnosticsService::StateToSaveLocked(Clock::time_poi
   if (options_.state_file.empty() || !engine_) return std::nullopt;
   state_dirty_ = state_dirty_ || findings_changed;
   // While findings are open their rules' latches move on (a second XID): saved now and then.
-  const bool refresh =
-      now - last_save_ >= std::chrono::seconds(10) && !engine_->OpenFindings().empty();
+  const bool refresh = now - last_save_ >= std::chrono::seconds(10) && engine_->HasOpenFindings();
   if (!(state_dirty_ && now - last_save_ >= std::chrono::seconds(1)) && !refresh) {
     return std::nullopt;
   }

@@ -38,23 +38,33 @@ uint64_t Settled(Exporter& exporter) {
   return Applied(exporter) + exporter.stats().reports_duplicate.load();
 }
 
-TEST(ExporterFailoverTest, FailsOverToTheNextRankedAndMovesBack) {
-  // Two exporters on ports of the kernel's choosing, kept for the test: the top-ranked one
-  // comes back on its port. Which ranks first depends on the ports.
-  const testing::ReservedPort port_a, port_b;
-  const std::vector<std::string> addresses = {port_a.address(), port_b.address()};
-  const auto ranked = RankByRendezvous(kNode, addresses);
-  const int top_port = ranked.front() == port_a.address() ? port_a.port() : port_b.port();
-  auto first = StartExporter(top_port);
-  auto second = StartExporter(top_port == port_a.port() ? port_b.port() : port_a.port());
+// Two loopback ports kept for a test, and which of them rendezvous hashing ranks first for
+// kNode (it depends on the ports): the top-ranked exporter can come back on its port.
+struct RankedPorts {
+  testing::ReservedPort a, b;
+  std::vector<std::string> addresses{a.address(), b.address()};
+  std::vector<std::string> ranked = RankByRendezvous(kNode, addresses);
+  int top = ranked.front() == a.address() ? a.port() : b.port();
+  int next = top == a.port() ? b.port() : a.port();
+};
 
+// The agent's uplink to both, with short backoffs.
+UplinkOptions FastUplink(const RankedPorts& ports, std::chrono::milliseconds return_probe) {
   UplinkOptions options;
-  options.exporter_addresses = addresses;
+  options.exporter_addresses = ports.addresses;
   options.node = kNode;
   options.min_backoff = 20ms;
   options.max_backoff = 100ms;
-  options.return_probe_interval = 100ms;
-  Uplink uplink(options);
+  options.return_probe_interval = return_probe;
+  return options;
+}
+
+TEST(ExporterFailoverTest, FailsOverToTheNextRankedAndMovesBack) {
+  const RankedPorts ports;
+  const auto& ranked = ports.ranked;
+  auto first = StartExporter(ports.top);
+  auto second = StartExporter(ports.next);
+  Uplink uplink(FastUplink(ports, 100ms));
   Agent agent(AgentOptions{.node = kNode, .interval = 20ms}, SimCollectors(), uplink);
   uplink.Start();
   agent.Start();
@@ -73,7 +83,7 @@ TEST(ExporterFailoverTest, FailsOverToTheNextRankedAndMovesBack) {
   EXPECT_EQ(uplink.stats().exporter, ranked[1]);
 
   // It returns on the same port: the agent moves back, and the other stops hearing from it.
-  first = StartExporter(top_port);
+  first = StartExporter(ports.top);
   ASSERT_TRUE(WaitFor([&] { return Applied(*first) >= 5; }, 20s)) << "never moved back";
   EXPECT_EQ(uplink.stats().exporter, ranked[0]);
 
@@ -87,24 +97,14 @@ TEST(ExporterFailoverTest, FailsOverToTheNextRankedAndMovesBack) {
 }
 
 TEST(ExporterFailoverTest, ReportsUnacknowledgedAtAFailoverAreSentAgainAndCounted) {
-  const testing::ReservedPort port_a, port_b;
-  const std::vector<std::string> addresses = {port_a.address(), port_b.address()};
-  const auto ranked = RankByRendezvous(kNode, addresses);
-  const int top_port = ranked.front() == port_a.address() ? port_a.port() : port_b.port();
+  const RankedPorts ports;
   // The first exporter reads one report a minute: the agent's next ones wait in the stream,
   // written and unacknowledged, when it goes away.
   ExporterOptions slow;
   slow.max_reports_per_second = 1.0 / 60;
-  auto first = std::make_unique<testing::LoopbackExporter>(slow, top_port);
-  auto second = StartExporter(top_port == port_a.port() ? port_b.port() : port_a.port());
-
-  UplinkOptions options;
-  options.exporter_addresses = addresses;
-  options.node = kNode;
-  options.min_backoff = 20ms;
-  options.max_backoff = 100ms;
-  options.return_probe_interval = 1h;  // stay on the second once there
-  Uplink uplink(options);
+  auto first = std::make_unique<testing::LoopbackExporter>(slow, ports.top);
+  auto second = StartExporter(ports.next);
+  Uplink uplink(FastUplink(ports, 1h));  // stays on the second once there
   Agent agent(AgentOptions{.node = kNode, .interval = 20ms}, SimCollectors(), uplink);
   uplink.Start();
   agent.Start();

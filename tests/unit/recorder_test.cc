@@ -101,6 +101,36 @@ v1::NodeReport Report(const std::string& node, uint64_t sequence, size_t padding
 
 ReportKey KeyOf(const v1::NodeReport& r) { return {r.node(), r.agent_instance_id(), r.sequence()}; }
 
+// Makes writes that take a file past `bytes` fail with EFBIG, as a full disk would, until
+// lifted. RLIMIT_FSIZE is the process's: only while one test runs.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(uint64_t bytes) : old_handler_(std::signal(SIGXFSZ, SIG_IGN)) {
+    rlimit limit{};
+    ok_ = getrlimit(RLIMIT_FSIZE, &old_) == 0;
+    limit = old_;
+    limit.rlim_cur = bytes;
+    ok_ = ok_ && setrlimit(RLIMIT_FSIZE, &limit) == 0;
+  }
+  ~FileSizeLimit() { Lift(); }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+  bool ok() const { return ok_; }
+  void Lift() {
+    if (lifted_) return;
+    lifted_ = true;
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  void (*old_handler_)(int);
+  rlimit old_{};
+  bool ok_ = false;
+  bool lifted_ = false;
+};
+
 class RecordingTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = ::accelmon::testing::MakeTempDir("accelmon-recorder-test"); }
@@ -585,12 +615,8 @@ TEST_F(RecorderTest, AFailedWriteHoldsItsCallbackUntilTheReportIsWrittenOnARetry
   append(1, 0);
   ASSERT_TRUE(testing::WaitFor([&] { return recorded.load() == 1; }, 30s));
   // The file size limit makes the next, larger write fail with EFBIG, as a full disk would.
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit old_limit{};
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  rlimit limit = old_limit;
-  limit.rlim_cur = fs::file_size(Segments().at(0)) + 100;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  FileSizeLimit full(fs::file_size(Segments().at(0)) + 100);
+  ASSERT_TRUE(full.ok());
   append(2, 50'000);
   append(3, 0);
   int duplicate_acked = 0;
@@ -600,8 +626,7 @@ TEST_F(RecorderTest, AFailedWriteHoldsItsCallbackUntilTheReportIsWrittenOnARetry
   const std::string why = recorder.failure();
   const uint64_t failing_gauge = stats_.failing.load();
   const int recorded_while_failing = recorded.load();
-  setrlimit(RLIMIT_FSIZE, &old_limit);
-  std::signal(SIGXFSZ, old_handler);
+  full.Lift();
   ASSERT_TRUE(failing);
   EXPECT_EQ(recorded_while_failing, 1) << "a report that is not on disk must not be called back";
   EXPECT_EQ(failing_gauge, 1u);
@@ -634,17 +659,12 @@ TEST_F(RecorderTest, StoppingWhileWritesFailCallsBackUnrecorded) {
   };
   append(1, 0);
   ASSERT_TRUE(testing::WaitFor([&] { return recorded.load() == 1; }, 30s));
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit old_limit{};
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  rlimit limit = old_limit;
-  limit.rlim_cur = fs::file_size(Segments().at(0)) + 100;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limit), 0);
+  FileSizeLimit full(fs::file_size(Segments().at(0)) + 100);
+  ASSERT_TRUE(full.ok());
   append(2, 50'000);
   const bool failing = testing::WaitFor([&] { return stats_.errors.load() >= 1; }, 30s);
   recorder->Stop();
-  setrlimit(RLIMIT_FSIZE, &old_limit);
-  std::signal(SIGXFSZ, old_handler);
+  full.Lift();
   ASSERT_TRUE(failing);
   EXPECT_EQ(recorded.load(), 1);
   EXPECT_EQ(unrecorded.load(), 1) << "its ack must not be sent: the agent sends it again";
