@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "collectors/sim.h"
@@ -17,6 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::WaitFor;
+
+constexpr std::chrono::milliseconds kInterval{50};
 
 collectors::CollectorSet SimCollectors() {
   std::vector<std::unique_ptr<collectors::Collector>> list;
@@ -32,12 +33,13 @@ TEST(ReconnectTest, AfterShortOutagesTheAgentIsBackWithinOneBackoffStep) {
   options.exporter_address = port.address();
   options.node = "reconnect-node";
   Uplink uplink(options);
-  Agent agent(AgentOptions{.node = "reconnect-node", .interval = 50ms}, SimCollectors(), uplink);
+  Agent agent(AgentOptions{.node = "reconnect-node", .interval = kInterval}, SimCollectors(),
+              uplink);
   uplink.Start();
   agent.Start();
   ASSERT_TRUE(WaitFor([&] { return exporter->stats().reports_applied.load() >= 3; }, 20s));
 
-  // Outages of 1, 1 and 3 s (the scenario, not a wait for a condition). The channel tries to
+  // Outages of 1, 1 and 3 s. The channel tries to
   // connect 0.1, 0.26, 0.52, 0.93, 1.6, 2.6, 4.3 s ... into an outage (each step 1.6 times the
   // last, jittered by a fifth, at most 5 s), and the agent starts its stream as soon as one
   // succeeds: back within 0.7 s of a 1 s outage and 1.7 s of a 3 s one; the bounds leave room
@@ -48,7 +50,10 @@ TEST(ReconnectTest, AfterShortOutagesTheAgentIsBackWithinOneBackoffStep) {
   for (const Outage& outage :
        {Outage{1000ms, 1200ms}, Outage{1000ms, 1200ms}, Outage{3000ms, 2500ms}}) {
     exporter.reset();
-    std::this_thread::sleep_for(outage.length);
+    // The outage lasts as many collection intervals as it is long: the agent has that many
+    // reports waiting for an acknowledgement.
+    const uint64_t pending = static_cast<uint64_t>(outage.length / kInterval);
+    ASSERT_TRUE(WaitFor([&] { return uplink.stats().pending >= pending; }, 30s));
     exporter = std::make_unique<testing::LoopbackExporter>(ExporterOptions{}, port.port());
     const auto back = std::chrono::steady_clock::now();
     ASSERT_TRUE(WaitFor([&] { return exporter->stats().reports_applied.load() >= 1; }, 30s));
