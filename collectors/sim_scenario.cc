@@ -331,8 +331,10 @@ Scenario Read(const YAML::Node& root, const std::string& name) {
   if (!root.IsMap()) r.Fail(root, "a scenario must be a mapping with a faults: list");
   for (const auto& kv : root) {
     const std::string key = r.String(kv.first, "a key");
-    if (key != "faults" && key != "jobs") {
-      r.Fail(kv.first, "unknown key \"" + key + "\" (faults: or jobs:)");
+    // expect: and allow: are the findings the scenario should give (diagnostics/score.h reads
+    // them for `diagnose --score`); the sim skips them.
+    if (key != "faults" && key != "jobs" && key != "expect" && key != "allow") {
+      r.Fail(kv.first, "unknown key \"" + key + "\" (faults:, jobs:, expect: or allow:)");
     }
   }
   const YAML::Node jobs = root["jobs"];

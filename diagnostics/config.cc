@@ -10,6 +10,7 @@
 #include <sstream>
 #include <variant>
 
+#include "diagnostics/error_catalog.h"
 #include "proto/time_format.h"
 
 namespace accelmon::diagnostics {
@@ -18,7 +19,18 @@ namespace {
 // One setting of one rule as the file spells it.
 struct Field {
   std::string_view key;
-  enum Kind { kBool, kRatio, kNumber, kDuration, kBytes, kCount, kStrings, kCodes, kMinimums } kind;
+  enum Kind {
+    kBool,
+    kRatio,
+    kNumber,
+    kDuration,
+    kBytes,
+    kCount,
+    kStrings,
+    kCodes,
+    kMinimums,
+    kXidOverrides
+  } kind;
   void* target;
 };
 
@@ -159,6 +171,7 @@ class Parser {
     if (id == "xid_error") {
       auto& r = c.xid_error;
       return {{"enabled", F::kBool, &r.enabled},
+              {"overrides", F::kXidOverrides, &r.overrides},
               {"critical", F::kCodes, &r.critical},
               {"ignore", F::kCodes, &r.ignore},
               {"hold", F::kDuration, &r.hold_seconds}};
@@ -213,6 +226,57 @@ class Parser {
       break;
     }
     Fail(node, name + " must be a size such as 4GiB or 512MiB, not \"" + text + "\"");
+  }
+
+  // [{xid: 13, severity: warning, action: restart_application}, ...]: each names an XID and
+  // changes its severity, its action or both.
+  std::vector<XidOverride> XidOverrides(const YAML::Node& node, const std::string& name) const {
+    if (!node.IsSequence()) Fail(node, name + " must be a list of {xid, severity, action}");
+    std::vector<XidOverride> out;
+    for (const auto& item : node) {
+      if (!item.IsMap()) Fail(item, name + " entries must be mappings {xid, severity, action}");
+      XidOverride o;
+      bool has_xid = false;
+      for (const auto& kv : item) {
+        const std::string key = kv.first.as<std::string>();
+        if (key == "xid") {
+          const double v = Number(kv.second, name + ".xid");
+          if (v < 0 || v != std::floor(v)) Fail(kv.second, name + ".xid must be a whole number");
+          o.xid = static_cast<uint64_t>(v);
+          has_xid = true;
+        } else if (key == "severity") {
+          o.severity = Scalar(kv.second, name + ".severity", "warning or critical");
+          if (o.severity != "warning" && o.severity != "critical") {
+            Fail(kv.second,
+                 name + ".severity must be warning or critical, not \"" + o.severity + "\"");
+          }
+        } else if (key == "action") {
+          o.action = Scalar(kv.second, name + ".action", "an action");
+          if (!IsAction(o.action)) {
+            std::string known;
+            for (std::string_view a : Actions()) {
+              known += (known.empty() ? "" : ", ") + std::string(a);
+            }
+            Fail(kv.second,
+                 name + ".action must be one of " + known + ", not \"" + o.action + "\"");
+          }
+        } else {
+          Fail(kv.first, "unknown key " + key + " in " + name + " (known: xid, severity, action)");
+        }
+      }
+      if (!has_xid) Fail(item, name + " entry needs an xid");
+      if (o.severity.empty() && o.action.empty()) {
+        Fail(item,
+             name + " entry for XID " + std::to_string(o.xid) + " needs a severity or an action");
+      }
+      for (const XidOverride& before : out) {
+        if (before.xid == o.xid) {
+          Fail(item, name + " names XID " + std::to_string(o.xid) + " twice");
+        }
+      }
+      out.push_back(std::move(o));
+    }
+    return out;
   }
 
   void Set(const Field& field, const YAML::Node& node, const std::string& name) const {
@@ -296,6 +360,9 @@ class Parser {
         *static_cast<std::vector<FirmwareMinimum>*>(field.target) = std::move(out);
         return;
       }
+      case Field::kXidOverrides:
+        *static_cast<std::vector<XidOverride>*>(field.target) = XidOverrides(node, name);
+        return;
     }
   }
 

@@ -167,13 +167,25 @@ struct EccErrorsConfig {
   bool operator==(const EccErrorsConfig&) const = default;
 };
 
+// One XID graded otherwise than the error catalogue (diagnostics/error_catalog.h) grades it.
+struct XidOverride {
+  uint64_t xid = 0;
+  std::string severity;  // "warning" or "critical"; empty: the catalogue's
+  std::string action;    // one of the catalogue's actions; empty: the catalogue's
+
+  bool operator==(const XidOverride&) const = default;
+};
+
 struct XidErrorConfig {
   bool enabled = true;
-  // XIDs that are critical (the device needs a reset or service); any other XID is a warning.
-  // 48 double-bit ECC, 74 NVLink, 79 fallen off the bus, 92 high single-bit ECC rate,
-  // 94/95 contained/uncontained ECC, 119/120 GSP errors, 140 unrecovered ECC.
-  std::vector<uint64_t> critical = {48, 74, 79, 92, 95, 119, 120, 140};
-  // XIDs ignored altogether (e.g. 13/31/43 application faults, when they are the jobs' business).
+  // Severity and action come from the error catalogue (docs/diagnostics.md, "xid_error"); an XID
+  // it does not have is a warning with action contact_support. Then, in this order:
+  // per-XID replacements of the catalogue's severity and/or action ...
+  std::vector<XidOverride> overrides = {};
+  // ... XIDs that are critical whatever the catalogue and the overrides say ...
+  std::vector<uint64_t> critical = {};
+  // ... and XIDs ignored altogether (e.g. 13/31/43 application faults, when they are the jobs'
+  // business).
   std::vector<uint64_t> ignore = {};
   double hold_seconds = 600;
 

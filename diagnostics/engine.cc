@@ -18,13 +18,6 @@ constexpr int64_t kLongestBackdateNs = int64_t{3600} * 1'000'000'000;
 // At most this many openings are kept per job (a storm of findings must not grow it unbounded).
 constexpr size_t kMaxOpeningsPerJob = 256;
 
-// "RULE on NODE device D", "RULE on NODE": how consequence_of names a finding.
-std::string NameOf(const v1::Finding& f) {
-  std::string name = f.rule() + " on " + f.node();
-  if (!f.device().empty()) name += " device " + f.device();
-  return name;
-}
-
 void FillFinding(v1::Finding& f, std::string_view rule, std::string_view node,
                  const Subject& subject, Raised& raised, int64_t now_ns) {
   f.set_rule(std::string(rule));
@@ -33,7 +26,13 @@ void FillFinding(v1::Finding& f, std::string_view rule, std::string_view node,
   f.set_device(subject.device);
   f.set_device_uuid(subject.device_uuid);
   f.set_link(subject.link);
-  *f.mutable_start() = TimestampFromNanos(std::min(raised.start_ns.value_or(now_ns), now_ns));
+  const int64_t start = std::min(raised.start_ns.value_or(now_ns), now_ns);
+  *f.mutable_start() = TimestampFromNanos(start);
+  *f.mutable_detected_at() = TimestampFromNanos(now_ns);
+  if (raised.window_start_ns) {
+    *f.mutable_window_start() = TimestampFromNanos(std::min(*raised.window_start_ns, start));
+  }
+  f.set_action(std::move(raised.action));
   f.set_summary(std::move(raised.summary));
   for (v1::Evidence& e : raised.evidence) *f.add_evidence() = std::move(e);
   f.set_plot(std::string(raised.plot));
@@ -41,7 +40,47 @@ void FillFinding(v1::Finding& f, std::string_view rule, std::string_view node,
 
 std::string KeyOf(const Subject& s) { return SubjectKey(s); }
 
+// What explains what on one node (Finding.caused_by): an effect's known causes. A cause counts
+// when it is open as the effect opens, began no later than the effect, and is on the effect's
+// device (any device of the node for a finding about the whole node); the earliest-started one
+// is named. docs/diagnostics.md, "Causes".
+struct KnownCause {
+  std::string_view effect;
+  std::string_view cause;
+};
+constexpr KnownCause kKnownCauses[] = {
+    // A device that throttles, or whose links fail, computes and communicates less.
+    {"throughput_drop", "thermal_throttling"},
+    {"throughput_drop", "link_down"},
+    {"throughput_drop", "link_degraded"},
+    {"throughput_drop", "link_flapping"},
+    {"throughput_drop", "xid_error"},
+    // ... and its rank falls behind the job.
+    {"job_straggler", "thermal_throttling"},
+    {"job_straggler", "link_down"},
+    {"job_straggler", "link_degraded"},
+    {"job_straggler", "link_flapping"},
+    // A job hangs in its collectives when one of its devices or links fails.
+    {"job_stall", "xid_error"},
+    {"job_stall", "device_lost"},
+    {"job_stall", "link_down"},
+    {"job_stall", "host_oom_kill"},
+    // XID 79 and its kin come before a device stops answering.
+    {"device_lost", "xid_error"},
+};
+
+bool IsKnownCause(std::string_view effect, std::string_view cause) {
+  return std::any_of(std::begin(kKnownCauses), std::end(kKnownCauses),
+                     [&](const KnownCause& k) { return k.effect == effect && k.cause == cause; });
+}
+
 }  // namespace
+
+std::string FindingName(const v1::Finding& f) {
+  std::string name = f.rule() + " on " + f.node();
+  if (!f.device().empty()) name += " device " + f.device();
+  return name;
+}
 
 Subject SubjectOf(const v1::Finding& finding) {
   return Subject{
@@ -134,11 +173,13 @@ class Engine::Context final : public RuleContext {
         }
       }
       engine_.NoteOpening(f, now_ns_);
+      engine_.NoteCause(f);
       ++engine_.stats_.opened;
       if (engine_.listener_) engine_.listener_(Change::kOpened, f);
     } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
       f.set_severity(std::string(raised.severity));
       f.set_summary(std::move(raised.summary));
+      if (!raised.action.empty()) f.set_action(std::move(raised.action));  // the graver one's
       if (engine_.listener_) engine_.listener_(Change::kEscalated, f);
     }
   }
@@ -175,11 +216,13 @@ class Engine::JobContext final : public JobRuleContext {
       FillFinding(f, engine_.job_rules_[rule_]->id, node, subject, raised, slice_.now_ns);
       f.set_job(std::string(slice_.job));
       engine_.NoteOpening(f, slice_.now_ns);
+      engine_.NoteCause(f);
       ++engine_.stats_.opened;
       if (engine_.listener_) engine_.listener_(Change::kOpened, f);
     } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
       f.set_severity(std::string(raised.severity));
       f.set_summary(std::move(raised.summary));
+      if (!raised.action.empty()) f.set_action(std::move(raised.action));  // the graver one's
       if (engine_.listener_) engine_.listener_(Change::kEscalated, f);
     }
   }
@@ -455,7 +498,23 @@ void Engine::NoteOpening(v1::Finding& finding, int64_t now_ns) {
   }
   if (openings.size() >= kMaxOpeningsPerJob) openings.erase(openings.begin());
   openings.push_back(Opening{
-      .start_ns = start, .name = NameOf(finding), .consequence_of = finding.consequence_of()});
+      .start_ns = start, .name = FindingName(finding), .consequence_of = finding.consequence_of()});
+}
+
+void Engine::NoteCause(v1::Finding& finding) const {
+  const auto node = nodes_.find(finding.node());
+  if (node == nodes_.end()) return;
+  const std::string key = KeyOf(SubjectOf(finding));
+  const v1::Finding* cause = nullptr;
+  for (const auto& [open_key, open] : node->second->open) {
+    const v1::Finding& c = open.finding;
+    if (!IsKnownCause(finding.rule(), c.rule())) continue;
+    if (!key.empty() && open.device_key != key) continue;
+    // A cause begins no later than what it explains.
+    if (ToNanos(c.start()) > ToNanos(finding.start())) continue;
+    if (cause == nullptr || ToNanos(c.start()) < ToNanos(cause->start())) cause = &c;
+  }
+  if (cause != nullptr) finding.set_caused_by(FindingName(*cause));
 }
 
 bool Engine::HasOpenFindings() const {
@@ -544,7 +603,7 @@ size_t Engine::Restore(std::span<const v1::SavedFinding> saved) {
       std::vector<Opening>& openings = openings_[f.job()];
       if (openings.size() < kMaxOpeningsPerJob) {
         openings.push_back(Opening{.start_ns = ToNanos(f.start()),
-                                   .name = NameOf(f),
+                                   .name = FindingName(f),
                                    .consequence_of = f.consequence_of()});
       }
     }

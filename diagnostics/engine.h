@@ -94,6 +94,8 @@ class Engine {
   void ProcessJob(const JobSlice& slice);
   // Sets `finding.consequence_of` from the job's recent openings and records this one.
   void NoteOpening(v1::Finding& finding, int64_t now_ns);
+  // Sets `finding.caused_by` from the findings open on its node (kKnownCauses in engine.cc).
+  void NoteCause(v1::Finding& finding) const;
 
   // Rules keep references into it (rule.h): assigned in place, never moved.
   Config config_;

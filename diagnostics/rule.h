@@ -64,6 +64,9 @@ struct Raised {
   std::vector<v1::Evidence> evidence;    // the values that made it fire
   std::string_view plot;  // the metric to plot around it offline (diagnostics/series.h names)
   std::optional<int64_t> start_ns;  // when the condition began; default: this report's time
+  // The first report the rule judged for it (Finding.window_start); none for a one-report rule.
+  std::optional<int64_t> window_start_ns{};
+  std::string action{};  // Finding.action: what to do, from a vendor catalogue; empty: not said
 };
 
 // The engine, as a rule sees it while observing one report.
@@ -138,6 +141,10 @@ class JobRule {
 
 // Subject of a finding (Engine::Restore): what Raise was given when it opened.
 Subject SubjectOf(const v1::Finding& finding);
+
+// "RULE on NODE device D" ("RULE on NODE" without a device): how consequence_of and caused_by
+// name another finding.
+std::string FindingName(const v1::Finding& finding);
 // The key rules and the engine keep per-device state by: the UUID, else "#index"; "" for the
 // node itself (DeviceKey of the device the finding is about).
 std::string SubjectKey(const Subject& subject);

@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 
+#include "diagnostics/rule.h"
 #include "proto/time_format.h"
 
 namespace accelmon::diagnostics {
@@ -70,7 +71,7 @@ std::string SizeText(double bytes) {
   return buf;
 }
 
-std::string Subject(const v1::Finding& f) {
+std::string SubjectText(const v1::Finding& f) {
   std::string s = "node " + f.node();
   if (!f.device().empty()) s += " device " + f.device();
   if (!f.link().empty()) s += " link " + f.link();
@@ -87,38 +88,6 @@ std::string EvidenceText(const v1::Evidence& e) {
     s += e.text();
   }
   return s;
-}
-
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
 }
 
 std::string JsonNumber(double v) { return std::isfinite(v) ? Number(v) : "null"; }
@@ -171,6 +140,38 @@ std::string Counts(std::span<const v1::Finding> findings) {
     first = false;
   }
   return s;
+}
+
+// The finding that `caused_by` names: the latest one of that name that started by this one's
+// detection; nullopt when it is not among them (a cause outside the input's time range).
+std::optional<size_t> CauseIndex(std::span<const v1::Finding> findings, size_t i) {
+  const v1::Finding& f = findings[i];
+  if (f.caused_by().empty()) return std::nullopt;
+  const int64_t by = f.has_detected_at() ? ToNanos(f.detected_at()) : ToNanos(f.start());
+  std::optional<size_t> found;
+  for (size_t j = 0; j < findings.size(); ++j) {
+    if (j != i && ToNanos(findings[j].start()) <= by && FindingName(findings[j]) == f.caused_by()) {
+      found = j;
+    }
+  }
+  return found;
+}
+
+// "4m 30s after it began": detection against onset, for people.
+std::string DetectedText(const v1::Finding& f) {
+  const int64_t start = ToNanos(f.start());
+  const int64_t detected = ToNanos(f.detected_at());
+  std::string out =
+      "detected " + (SameDay(start, detected) ? TimeOfDay(detected) : FormatRfc3339(detected));
+  if (detected > start) {
+    out += " (" + FormatDuration(std::chrono::nanoseconds(detected - start)) + " after it began)";
+  }
+  if (f.has_window_start() && ToNanos(f.window_start()) < start) {
+    out += "; judged on reports since " + (SameDay(ToNanos(f.window_start()), detected)
+                                               ? TimeOfDay(ToNanos(f.window_start()))
+                                               : FormatRfc3339(ToNanos(f.window_start())));
+  }
+  return out;
 }
 
 uint64_t OpenCount(std::span<const v1::Finding> findings) {
@@ -362,6 +363,38 @@ svg .span{fill:#f5c542;fill-opacity:.25}svg .span.critical{fill:#e0453a;fill-opa
 
 }  // namespace
 
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
 void SortFindings(std::vector<v1::Finding>& findings) {
   std::stable_sort(findings.begin(), findings.end(), [](const auto& a, const auto& b) {
     return std::tuple(ToNanos(a.start()), a.node(), a.rule(), a.device(), a.link()) <
@@ -380,15 +413,18 @@ void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
     char severity[16];
     std::snprintf(severity, sizeof severity, "%-8s", Upper(f.severity()).c_str());
     out << FormatRfc3339(ToNanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
-        << Subject(f) << "  " << f.summary() << '\n';
+        << SubjectText(f) << "  " << f.summary() << '\n';
     // The job, unless the evidence says it already.
     const bool job_in_evidence = std::any_of(
         f.evidence().begin(), f.evidence().end(),
         [&](const v1::Evidence& e) { return e.name() == "job" && e.text() == f.job(); });
     if (!f.job().empty() && !job_in_evidence) out << "    job: " << f.job() << '\n';
+    if (f.has_detected_at()) out << "    " << DetectedText(f) << '\n';
+    if (!f.caused_by().empty()) out << "    caused by " << f.caused_by() << '\n';
     if (!f.consequence_of().empty()) {
       out << "    likely a consequence of " << f.consequence_of() << '\n';
     }
+    if (!f.action().empty()) out << "    action: " << f.action() << '\n';
     for (const v1::Evidence& e : f.evidence()) out << "    " << EvidenceText(e) << '\n';
     if (f.has_end()) {
       const int64_t start = ToNanos(f.start());
@@ -428,7 +464,15 @@ void WriteJson(std::ostream& out, std::span<const v1::Finding> findings,
         << ", \"node\": " << JsonString(f.node()) << ", \"device\": " << JsonString(f.device())
         << ", \"link\": " << JsonString(f.link()) << ", \"job\": " << JsonString(f.job())
         << ", \"consequence_of\": " << JsonString(f.consequence_of())
-        << ", \"start\": " << JsonString(FormatRfc3339(ToNanos(f.start()))) << ", \"end\": "
+        << ", \"caused_by\": " << JsonString(f.caused_by())
+        << ", \"action\": " << JsonString(f.action())
+        << ", \"start\": " << JsonString(FormatRfc3339(ToNanos(f.start()))) << ", \"detected_at\": "
+        << (f.has_detected_at() ? JsonString(FormatRfc3339(ToNanos(f.detected_at())))
+                                : std::string("null"))
+        << ", \"window_start\": "
+        << (f.has_window_start() ? JsonString(FormatRfc3339(ToNanos(f.window_start())))
+                                 : std::string("null"))
+        << ", \"end\": "
         << (f.has_end() ? JsonString(FormatRfc3339(ToNanos(f.end()))) : std::string("null"))
         << ", \"summary\": " << JsonString(f.summary()) << ", \"evidence\": [";
     for (int i = 0; i < f.evidence_size(); ++i) {
@@ -466,8 +510,14 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
     const int64_t start = ToNanos(f.start());
     out << "<tr><td><a href=\"#f" << i << "\">" << FormatRfc3339(start) << "</a></td><td class=\""
         << Html(f.severity()) << "\">" << Html(f.severity()) << "</td><td><code>" << Html(f.rule())
-        << "</code></td><td>" << Html(Subject(f)) << "</td><td>" << Html(f.summary())
-        << "</td><td>";
+        << "</code></td><td>" << Html(SubjectText(f)) << "</td><td>" << Html(f.summary());
+    if (const auto cause = CauseIndex(findings, i)) {
+      out << "<br><span class=\"cause\">&#8592; caused by <a href=\"#f" << *cause << "\">"
+          << Html(f.caused_by()) << "</a></span>";
+    } else if (!f.caused_by().empty()) {
+      out << "<br><span class=\"cause\">&#8592; caused by " << Html(f.caused_by()) << "</span>";
+    }
+    out << "</td><td>";
     if (f.has_end()) {
       out << FormatRfc3339(ToNanos(f.end())) << " ("
           << FormatDuration(std::chrono::nanoseconds(ToNanos(f.end()) - start)) << ")";
@@ -482,7 +532,15 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
     const v1::Finding& f = findings[i];
     out << "<h2 id=\"f" << i << "\"><span class=\"" << Html(f.severity()) << "\">"
         << Html(Upper(f.severity())) << "</span> <code>" << Html(f.rule()) << "</code> "
-        << Html(Subject(f)) << "</h2>\n<p>" << Html(f.summary()) << "</p>\n";
+        << Html(SubjectText(f)) << "</h2>\n<p>" << Html(f.summary()) << "</p>\n";
+    if (f.has_detected_at()) out << "<p class=\"note\">" << Html(DetectedText(f)) << "</p>\n";
+    if (const auto cause = CauseIndex(findings, i)) {
+      out << "<p class=\"cause\">&#8592; caused by <a href=\"#f" << *cause << "\">"
+          << Html(f.caused_by()) << "</a></p>\n";
+    }
+    if (!f.action().empty()) {
+      out << "<p>Action: <code>" << Html(f.action()) << "</code></p>\n";
+    }
     if (f.evidence_size() > 0) {
       out << "<ul>\n";
       for (const v1::Evidence& e : f.evidence())

@@ -20,6 +20,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "accelmon/v1/diagnostics.pb.h"
@@ -52,5 +53,8 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
 
 // The order the writers print in: by start, node, rule, device, link.
 void SortFindings(std::vector<v1::Finding>& findings);
+
+// `s` as a JSON string literal, quotes included (also for the score's JSON, score.cc).
+std::string JsonString(std::string_view s);
 
 }  // namespace accelmon::diagnostics

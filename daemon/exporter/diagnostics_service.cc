@@ -38,6 +38,19 @@ bool Wanted(const std::set<std::string, std::less<>>& nodes, const std::string& 
 const std::string& NodeName(const NodeEntry& e) { return e.report->node(); }
 const std::string& NodeName(const std::string& node) { return node; }
 
+// "; began 300.0s before; caused by RULE on NODE device D; action: reset_device": what a finding
+// says beyond its summary, for the log line that opens it.
+std::string Context(const v1::Finding& f) {
+  std::string out;
+  if (f.has_detected_at() && ToNanos(f.detected_at()) > ToNanos(f.start())) {
+    out += fmt::format("; began {:.1f}s before",
+                       static_cast<double>(ToNanos(f.detected_at()) - ToNanos(f.start())) / 1e9);
+  }
+  if (!f.caused_by().empty()) out += "; caused by " + f.caused_by();
+  if (!f.action().empty()) out += "; action: " + f.action();
+  return out;
+}
+
 }  // namespace
 
 // A batch of queued reports processed under one hold of mu_: fewer snapshots and flushes when
@@ -322,8 +335,8 @@ void DiagnosticsService::Publish(const std::vector<Change>& changes,
     const v1::Finding& f = *c.finding;
     switch (c.change) {
       case diagnostics::Change::kOpened:
-        spdlog::warn("diagnosis: opened {} {} {}: {}", f.rule(), f.severity(), Where(f),
-                     f.summary());
+        spdlog::warn("diagnosis: opened {} {} {}: {}{}", f.rule(), f.severity(), Where(f),
+                     f.summary(), Context(f));
         break;
       case diagnostics::Change::kEscalated:
         spdlog::warn("diagnosis: escalated {} to {} {}: {}", f.rule(), f.severity(), Where(f),

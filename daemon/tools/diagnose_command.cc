@@ -14,6 +14,7 @@
 #include "daemon/tools/progress.h"
 #include "diagnostics/config.h"
 #include "diagnostics/engine.h"
+#include "diagnostics/score.h"
 #include "diagnostics/series.h"
 #include "diagnostics/timeline.h"
 #include "recording/recording_reader.h"
@@ -93,6 +94,20 @@ int Diagnose(const DiagnoseOptions& o) {
                  "accelmon: --format html reads the input twice (once more for the plots) and "
                  "cannot from standard input; save it to a file first\n");
     return kExitUsage;
+  }
+  if (!o.score.empty() && o.format == "html") {
+    std::fprintf(stderr, "accelmon: --score prints text or json, not html\n");
+    return kExitUsage;
+  }
+  // Read before the (possibly long) run, so a bad file fails at once.
+  std::optional<diagnostics::Expectations> expectations;
+  if (!o.score.empty()) {
+    try {
+      expectations = diagnostics::LoadExpectations(o.score);
+    } catch (const diagnostics::ScoreError& e) {
+      std::fprintf(stderr, "accelmon: %s\n", e.what());
+      return kExitUsage;
+    }
   }
   diagnostics::Config config;
   if (!o.config.empty()) {
@@ -192,7 +207,15 @@ int Diagnose(const DiagnoseOptions& o) {
   reader.reset();  // `read` goes with it; `summary` has what is still needed
 
   std::ostream& out = o.output == "-" ? std::cout : file;
-  if (o.format == "json") {
+  if (expectations) {
+    const diagnostics::Score score =
+        diagnostics::ComputeScore(*expectations, findings, summary.first_ns.value_or(0));
+    if (o.format == "json") {
+      diagnostics::WriteScoreJson(out, score, o.input);
+    } else {
+      diagnostics::WriteScoreText(out, score, o.input);
+    }
+  } else if (o.format == "json") {
     diagnostics::WriteJson(out, findings, summary);
   } else if (o.format == "html") {
     const auto series = CollectSeries(o.input, findings);
@@ -252,6 +275,13 @@ void AddDiagnoseCommand(CLI::App& app, DiagnoseCommand& c) {
       ->add_option("--job", c.options.job,
                    "Only this job's findings: its timeline across nodes (the job id of the "
                    "devices' holders: Slurm job id, or the pushed job id)")
+      ->check(kNotEmpty);
+  c.app
+      ->add_option(
+          "--score", c.options.score,
+          "Instead of the findings, print how they compare with the expected ones in this "
+          "file (a scenario's expect: list): per rule found, missed, false findings, onset "
+          "error (text, or json with --format json; exit code 0 whatever the score)")
       ->check(kNotEmpty);
 }
 

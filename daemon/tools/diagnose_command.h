@@ -9,6 +9,11 @@
 //
 // HTML reads the input twice (the second time for the plots around each finding), so it needs a
 // file: with "-" (standard input) it is refused.
+//
+// --score EXPECTATIONS (a scenario file with `expect:`, diagnostics/score.h) prints, instead of
+// the findings, how they compare with the expected ones: per rule found, missed, false findings
+// and onset error (text, or JSON with --format json). Exit code 0 whatever the score; 2 for a
+// bad expectations file.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -30,6 +35,7 @@ struct DiagnoseOptions {
   std::string output = "-";          // "-": standard output
   std::vector<std::string> rules{};  // only these rule ids; empty: every enabled rule
   std::string job{};                 // only this job's findings (its timeline across nodes)
+  std::string score{};  // expectations file: print the score against it instead of the findings
 };
 
 // What the command line said; filled in by CLI11 while parsing.

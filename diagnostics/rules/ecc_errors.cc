@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "diagnostics/error_catalog.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
@@ -157,6 +158,14 @@ class EccErrorsRule final : public Rule {
                                           static_cast<double>(e.ecc_corrected_total()), "count"));
     }
     if (remap_failed) r.evidence.push_back(TextEvidence("remapped_rows_failure", "true"));
+    // What to do, from the vendor's catalogue: the most disruptive class present.
+    const std::string_view error_class = remap_failed ? kClassRowRemapFailure
+                                         : critical   ? kClassEccUncorrected
+                                                      : kClassEccCorrected;
+    if (const CatalogEntry* entry = FindErrorClass(d.identity().vendor(), error_class)) {
+      r.action = entry->action;
+      r.evidence.push_back(TextEvidence("action", entry->action));
+    }
     return r;
   }
 

@@ -195,6 +195,7 @@ class JobStallRule final : public Rule {
     raised.severity = kCritical;
     raised.plot = "compute_ratio";
     raised.start_ns = g.idle_since_ns;
+    raised.window_start_ns = g.idle_since_ns;
     raised.summary =
         (by_job ? "job " + job + ": all " : std::string("all ")) + std::to_string(g.idle_devices) +
         " devices idle for " + FormatDuration(std::chrono::duration<double>(idle_for)) +
@@ -348,6 +349,7 @@ class JobStallAcrossNodesRule final : public JobRule {
     raised.severity = kCritical;
     raised.plot = "compute_ratio";
     raised.start_ns = since;
+    raised.window_start_ns = since;
     raised.summary =
         "job " + std::string(slice.job) + ": all " + std::to_string(idle) + " devices on " +
         std::to_string(nodes_.size()) + " node" + (nodes_.size() == 1 ? "" : "s") + " idle for " +

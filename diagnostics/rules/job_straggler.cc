@@ -260,6 +260,7 @@ class JobStragglerRule final : public JobRule {
     raised.severity = kWarning;
     raised.plot = measure_ == Measure::kLinks ? "link_bytes_per_second" : "compute_ratio";
     raised.start_ns = since;
+    raised.window_start_ns = since;
     raised.summary = "job " + std::string(slice.job) + ": " + who + " at " +
                      std::to_string(std::lround(share * 100)) + "% of the job's median " +
                      std::string(MeasureName(*measure_)) + " for " +

@@ -193,6 +193,7 @@ class LinkDegradedRule final : public Rule {
     raised.plot = "link_bytes_per_second";
     if (capacity_low) {
       raised.start_ns = s.capacity_low_since_ns;
+      raised.window_start_ns = s.capacity_low_since_ns;
       const bool pcie_low = pcie_now > 0 && pcie_now < config_.capacity_share * s.best_pcie_width;
       if (pcie_low) {
         raised.summary = "link " + link.name() + where + " down-trained to PCIe gen" +
@@ -218,6 +219,7 @@ class LinkDegradedRule final : public Rule {
       }
     } else {
       raised.start_ns = s.traffic_low_since_ns;
+      raised.window_start_ns = s.traffic_low_since_ns;
       const double seconds = static_cast<double>(now - *s.traffic_low_since_ns) / 1e9;
       raised.summary = "link " + link.name() + where + " carries " +
                        std::to_string(static_cast<int>(100 * s.rate / s.sibling_median)) +

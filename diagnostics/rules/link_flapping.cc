@@ -63,6 +63,7 @@ class LinkFlappingRule final : public Rule {
     Raised raised;
     raised.plot = "link_up";
     raised.start_ns = s.changes_ns.front();
+    raised.window_start_ns = now - window_ns;
     const std::string where = device != nullptr
                                   ? " of device " + std::to_string(device->identity().index())
                                   : std::string(" of the host");

@@ -85,6 +85,7 @@ class MemoryFragmentationRule final : public Rule {
     r.severity = kWarning;
     r.plot = "fragmentation_ratio";
     r.start_ns = since;
+    r.window_start_ns = since;  // the stretch its `for` judged
     const std::string where = "device " + std::to_string(d.identity().index());
     const std::string largest = m.has_largest_free_block_bytes()
                                     ? Gib(static_cast<double>(m.largest_free_block_bytes()))

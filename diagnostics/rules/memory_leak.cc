@@ -1,11 +1,14 @@
 // memory_leak: device memory used grows steadily (a good straight-line fit over a trailing window)
-// and at that pace fills the device within the horizon.
+// and at that pace fills the device within the horizon. It began where the window's flat stretch
+// bends into the trend (HingeChangePoint), not at the window's first sample.
 #include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "diagnostics/change_point.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -106,7 +109,12 @@ class MemoryLeakRule final : public Rule {
         s.leaking = Leaking(s.fit, m, used);
       }
       if (!s.leaking) continue;
-      context.Raise(DeviceSubject(d), Describe(d, s.fit, used, s.samples.front().ns));
+      const Subject subject = DeviceSubject(d);
+      // The onset is estimated once, when the finding opens; an open one keeps its start.
+      const int64_t onset = context.IsOpen(subject) ? s.samples.front().ns : Onset(s.samples);
+      Raised raised = Describe(d, s.fit, used, onset);
+      raised.window_start_ns = s.samples.front().ns;
+      context.Raise(subject, std::move(raised));
     }
   }
 
@@ -126,6 +134,19 @@ class MemoryLeakRule final : public Rule {
       if (it != states_.end()) return it->second;
     }
     return states_.try_emplace(DeviceKey(d)).first->second;
+  }
+
+  // When the growth began: the bend of the best flat-then-rising fit over the window.
+  static int64_t Onset(const std::deque<Sample>& samples) {
+    std::vector<double> t;
+    std::vector<double> y;
+    t.reserve(samples.size());
+    y.reserve(samples.size());
+    for (const Sample& x : samples) {
+      t.push_back(static_cast<double>(x.ns - samples.front().ns) / 1e9);
+      y.push_back(x.used);
+    }
+    return samples[HingeChangePoint(t, y)].ns;
   }
 
   static double Headroom(const v1::DeviceMemory& m, double used) {

@@ -23,6 +23,12 @@ std::string Seconds(double s) {
   return buf;
 }
 
+// A condition held over `for` must also have been seen in this many reports in a row: with
+// reports as far apart as `for` (30 s collection, `for: 30s`), two reports that both caught a
+// brief power-cap touch would otherwise read as 30 s of throttling (a healthy 16-node fleet
+// sampled every 30 s raised ten such findings a day).
+constexpr int kMinReports = 3;
+
 bool ReasonActive(const v1::DeviceThermal& t, const std::string& reason) {
   auto it = t.throttle_reasons().find(reason);
   return it != t.throttle_reasons().end() && it->second;
@@ -42,6 +48,10 @@ class ThermalThrottlingRule final : public Rule {
     for (const v1::DeviceTelemetry& d : report.devices()) {
       const v1::DeviceThermal& t = d.thermal();
       State& s = StateFor(d);
+      if (s.reason_since.size() != config_.reasons.size()) {  // a reload changed the reasons
+        s.reason_since.assign(config_.reasons.size(), -1);
+        s.reason_reports.assign(config_.reasons.size(), 0);
+      }
 
       // Each configured reason's own continuous run: one flickering reason does not extend
       // another's.
@@ -49,10 +59,12 @@ class ThermalThrottlingRule final : public Rule {
       for (size_t i = 0; i < config_.reasons.size(); ++i) {
         if (!ReasonActive(t, config_.reasons[i])) {
           s.reason_since[i] = -1;
+          s.reason_reports[i] = 0;
           continue;
         }
         if (s.reason_since[i] < 0) s.reason_since[i] = now;
-        if (static_cast<double>(now - s.reason_since[i]) >= config_.for_seconds * 1e9) {
+        ++s.reason_reports[i];
+        if (Held(s.reason_since[i], s.reason_reports[i], now, config_.for_seconds)) {
           start = start < 0 ? s.reason_since[i] : std::min(start, s.reason_since[i]);
         }
       }
@@ -69,9 +81,11 @@ class ThermalThrottlingRule final : public Rule {
       }
       if (!near) {
         s.near_since = -1;
+        s.near_reports = 0;
       } else {
         if (s.near_since < 0) s.near_since = now;
-        if (static_cast<double>(now - s.near_since) >= config_.margin_for_seconds * 1e9) {
+        ++s.near_reports;
+        if (Held(s.near_since, s.near_reports, now, config_.margin_for_seconds)) {
           start = start < 0 ? s.near_since : std::min(start, s.near_since);
         }
       }
@@ -86,8 +100,16 @@ class ThermalThrottlingRule final : public Rule {
  private:
   struct State {
     std::vector<int64_t> reason_since;  // parallel to config_.reasons; -1: not active
+    std::vector<int> reason_reports;    // reports in a row with the reason active
     int64_t near_since = -1;            // -1: not near the threshold
+    int near_reports = 0;
   };
+
+  // A condition seen since `since` in `reports` reports in a row has lasted its `for`.
+  static bool Held(int64_t since, int reports, int64_t now, double for_seconds) {
+    return static_cast<double>(now - since) >= for_seconds * 1e9 &&
+           (for_seconds <= 0 || reports >= kMinReports);
+  }
 
   State& StateFor(const v1::DeviceTelemetry& d) {
     const std::string& uuid = d.identity().uuid();
@@ -95,9 +117,7 @@ class ThermalThrottlingRule final : public Rule {
       auto it = states_.find(uuid);
       if (it != states_.end()) return it->second;
     }
-    auto [it, inserted] = states_.try_emplace(DeviceKey(d));
-    if (inserted) it->second.reason_since.assign(config_.reasons.size(), -1);
-    return it->second;
+    return states_.try_emplace(DeviceKey(d)).first->second;  // sized in Observe
   }
 
   Raised Describe(const v1::DeviceTelemetry& d, std::string_view severity, int64_t start,
@@ -107,6 +127,7 @@ class ThermalThrottlingRule final : public Rule {
     r.severity = severity;
     r.plot = "core_celsius";
     r.start_ns = start;
+    r.window_start_ns = start;  // the stretch its `for` judged
     // Protobuf maps iterate in no fixed order: sort for deterministic text.
     std::vector<std::string> active;
     for (const auto& [reason, on] : t.throttle_reasons()) {

@@ -212,6 +212,8 @@ class ThroughputDropRule final : public Rule {
     Raised raised;
     raised.plot = "compute_ratio";
     raised.start_ns = t.low_since_ns;
+    // The evidence: the baseline the drop is judged against, and the low stretch since.
+    raised.window_start_ns = *t.low_since_ns - static_cast<int64_t>(config_.baseline_seconds * 1e9);
     if (compute_drop) {
       raised.summary = "device " + device_name + " compute at " +
                        std::to_string(std::lround(100 * t.last_value)) + "% vs its " +

@@ -4,53 +4,41 @@
 #include <string>
 #include <string_view>
 
+#include "diagnostics/error_catalog.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
 namespace {
 
-// Short names of the XIDs an operator meets most (NVIDIA's XID catalogue).
-std::string_view XidName(uint64_t code) {
-  switch (code) {
-    case 13:
-      return "graphics engine exception";
-    case 31:
-      return "GPU memory page fault";
-    case 43:
-      return "GPU stopped processing";
-    case 45:
-      return "preemptive cleanup";
-    case 48:
-      return "double-bit ECC error";
-    case 61:
-    case 62:
-      return "internal micro-controller error";
-    case 63:
-    case 64:
-      return "row remapping event";
-    case 74:
-      return "NVLink error";
-    case 79:
-      return "GPU has fallen off the bus";
-    case 92:
-      return "high single-bit ECC error rate";
-    case 94:
-      return "contained ECC error";
-    case 95:
-      return "uncontained ECC error";
-    case 119:
-    case 120:
-      return "GSP error";
-    case 140:
-      return "unrecovered ECC error";
-    default:
-      return {};
-  }
-}
-
 bool Contains(const std::vector<uint64_t>& codes, uint64_t code) {
   return std::find(codes.begin(), codes.end(), code) != codes.end();
+}
+
+// How an XID is graded: the error catalogue's entry, then the config's override, then the
+// `critical` list.
+struct Grade {
+  std::string_view name;  // empty for an XID the catalogue does not have
+  std::string_view severity;
+  std::string action;
+};
+
+Grade GradeOf(uint64_t code, const XidErrorConfig& config) {
+  Grade g;
+  g.severity = kUnknownXidSeverity;
+  g.action = kUnknownXidAction;
+  if (const CatalogEntry* entry = FindXid(code)) {
+    g.name = entry->name;
+    g.severity = entry->severity;
+    g.action = entry->action;
+  }
+  for (const XidOverride& o : config.overrides) {
+    if (o.xid != code) continue;
+    if (!o.severity.empty()) g.severity = o.severity == kCritical ? kCritical : kWarning;
+    if (!o.action.empty()) g.action = o.action;
+  }
+  if (Contains(config.critical, code)) g.severity = kCritical;
+  return g;
 }
 
 class XidErrorRule final : public Rule {
@@ -70,9 +58,12 @@ class XidErrorRule final : public Rule {
       Held& held = held_[key];
       held.subject = subject;
       held.last_ns = now;
-      const bool critical = Contains(config_.critical, e.code());
+      const Grade grade = GradeOf(e.code(), config_);
+      const bool critical = grade.severity == kCritical;
+      // The finding's action: the latest XID's, unless that is a warning after a critical one.
+      if (critical || !held.critical) held.action = grade.action;
       held.critical = held.critical || critical;
-      context.Raise(subject, Describe(subject, e, critical, std::min(now, EventNs(e, now))));
+      context.Raise(subject, Describe(subject, e, grade, std::min(now, EventNs(e, now))));
     }
     // Findings stay open hold_seconds after their device's last XID.
     for (auto it = held_.begin(); it != held_.end();) {
@@ -88,6 +79,7 @@ class XidErrorRule final : public Rule {
       Raised again;
       again.severity = held.critical ? kCritical : kWarning;
       again.summary = "XID error recently";
+      again.action = held.action;
       again.plot = "device_up";
       context.Raise(held.subject, std::move(again));
       ++it;
@@ -108,6 +100,7 @@ class XidErrorRule final : public Rule {
     held.subject = subject;
     held.last_ns = LatchValue(latch, "last_ns").value_or(ToNanos(finding.start()));
     held.critical = LatchValue(latch, "critical").value_or(finding.severity() == kCritical) != 0;
+    held.action = finding.action();
     return true;
   }
 
@@ -116,6 +109,7 @@ class XidErrorRule final : public Rule {
     Subject subject;
     int64_t last_ns = 0;
     bool critical = false;  // any XID since the finding opened was critical
+    std::string action;     // what to do (Finding.action)
   };
 
   static int64_t EventNs(const v1::Event& e, int64_t now) {
@@ -141,19 +135,20 @@ class XidErrorRule final : public Rule {
     return s;
   }
 
-  Raised Describe(const Subject& subject, const v1::Event& e, bool critical,
-                  int64_t start_ns) const {
+  static Raised Describe(const Subject& subject, const v1::Event& e, const Grade& grade,
+                         int64_t start_ns) {
     Raised r;
-    r.severity = critical ? kCritical : kWarning;
+    r.severity = grade.severity;
+    r.action = grade.action;
     r.plot = "device_up";
     r.start_ns = start_ns;
     const std::string code = std::to_string(e.code());
     r.summary = (subject.device.empty() ? std::string("node") : "device " + subject.device) +
                 " XID " + code;
-    const std::string_view name = XidName(e.code());
-    if (!name.empty()) r.summary += " (" + std::string(name) + ")";
+    if (!grade.name.empty()) r.summary += " (" + std::string(grade.name) + ")";
     r.evidence.push_back(NumberEvidence("xid", static_cast<double>(e.code()), "code"));
-    if (!name.empty()) r.evidence.push_back(TextEvidence("xid_name", name));
+    if (!grade.name.empty()) r.evidence.push_back(TextEvidence("xid_name", grade.name));
+    r.evidence.push_back(TextEvidence("action", grade.action));
     if (!e.message().empty()) r.evidence.push_back(TextEvidence("message", e.message()));
     return r;
   }

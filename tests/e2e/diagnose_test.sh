@@ -48,12 +48,13 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 assert doc["input"]["reports"] == int(sys.argv[2]) and doc["input"]["nodes"] == 2, doc["input"]
 assert doc["input"]["damage"] == 0
-keys = {"rule", "severity", "node", "device", "link", "job", "consequence_of", "start", "end",
-        "summary", "evidence"}
+keys = {"rule", "severity", "node", "device", "link", "job", "consequence_of", "caused_by",
+        "action", "start", "detected_at", "window_start", "end", "summary", "evidence"}
 for f in doc["findings"]:
     assert set(f) == keys, f
     assert f["severity"] in ("warning", "critical")
     assert f["end"] is None or f["end"] >= f["start"]
+    assert f["detected_at"] >= f["start"], f  # RFC 3339 in UTC: text order is time order
 frag = [f for f in doc["findings"] if f["rule"] == "memory_fragmentation"]
 assert frag, "no memory_fragmentation finding"
 assert all(f["device"] == "0" and f["link"] == "" for f in frag), frag

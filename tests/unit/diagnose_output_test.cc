@@ -48,6 +48,10 @@ std::vector<v1::Finding> Findings() {
   *f.back().add_evidence() = TextEvidence("job", "llama");
   f.back().set_job("llama");
   f.back().set_consequence_of("xid_error on sim-1 device 3");
+  f.back().set_caused_by("xid_error on sim-1 device 3");
+  f.back().set_action("reset_device");
+  SetTime(kT0 + (16 * 60 + 7) * kSecond, f.back().mutable_detected_at());
+  SetTime(kT0 + (14 * 60 + 7) * kSecond, f.back().mutable_window_start());
   f.push_back(MakeFinding("memory_fragmentation", "warning", "sim-0", "0", "", kT0 + 600 * kSecond,
                           std::nullopt, "fragmentation 0.62 <with> 40% free",
                           "fragmentation_ratio"));
@@ -80,7 +84,10 @@ TEST(DiagnoseText, TimelineByStartWithEvidenceEndAndCounts) {
             "    still open\n"
             "2026-12-02T03:14:07.000Z  CRITICAL  job_stall  node sim-1 device 3 link nvlink2  "
             "all devices idle <5% \"stalled\"\n"
+            "    detected 03:16:07 (2m00s after it began)\n"
+            "    caused by xid_error on sim-1 device 3\n"
             "    likely a consequence of xid_error on sim-1 device 3\n"
+            "    action: reset_device\n"
             "    compute_ratio: 0.01 ratio\n"
             "    job: llama\n"
             "    ended 03:20:11 (6m04s)\n"
@@ -135,9 +142,13 @@ TEST(DiagnoseJson, ParsesBackWithTheDocumentedFields) {
   const auto& findings = root.fields().at("findings").list_value().values();
   ASSERT_EQ(findings.size(), 2);
   const auto& open = findings[0].struct_value().fields();
-  EXPECT_EQ(open.size(), 11u);
+  EXPECT_EQ(open.size(), 15u);
   EXPECT_EQ(open.at("job").string_value(), "");  // always there, "" when unknown
   EXPECT_EQ(open.at("consequence_of").string_value(), "");
+  EXPECT_EQ(open.at("caused_by").string_value(), "");
+  EXPECT_EQ(open.at("action").string_value(), "");
+  EXPECT_TRUE(open.at("detected_at").has_null_value());  // a finding from before the field
+  EXPECT_TRUE(open.at("window_start").has_null_value());
   EXPECT_EQ(open.at("rule").string_value(), "memory_fragmentation");
   EXPECT_EQ(open.at("severity").string_value(), "warning");
   EXPECT_EQ(open.at("device").string_value(), "0");
@@ -149,6 +160,10 @@ TEST(DiagnoseJson, ParsesBackWithTheDocumentedFields) {
   const auto& closed = findings[1].struct_value().fields();
   EXPECT_EQ(closed.at("job").string_value(), "llama");
   EXPECT_EQ(closed.at("consequence_of").string_value(), "xid_error on sim-1 device 3");
+  EXPECT_EQ(closed.at("caused_by").string_value(), "xid_error on sim-1 device 3");
+  EXPECT_EQ(closed.at("action").string_value(), "reset_device");
+  EXPECT_EQ(closed.at("detected_at").string_value(), "2026-12-02T03:16:07.000Z");
+  EXPECT_EQ(closed.at("window_start").string_value(), "2026-12-02T03:14:07.000Z");
   EXPECT_EQ(closed.at("end").string_value(), "2026-12-02T03:20:11.000Z");
   EXPECT_EQ(closed.at("summary").string_value(), "all devices idle <5% \"stalled\"");
   const auto& evidence = closed.at("evidence").list_value().values();
@@ -229,6 +244,26 @@ TEST(DiagnoseHtml, BytesInGibAndNoteWithoutData) {
   EXPECT_NE(out.str().find("16.00 GiB</text>"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("No values of <code>host_oom_kill_total</code>"), std::string::npos);
   EXPECT_EQ(Count(out.str(), "<svg"), 1u);
+}
+
+TEST(DiagnoseHtml, AnArrowLinksAFindingToItsCause) {
+  std::vector<v1::Finding> findings = {
+      MakeFinding("thermal_throttling", "warning", "sim-0", "0", "", kT0, std::nullopt, "hot",
+                  "core_celsius"),
+      MakeFinding("throughput_drop", "warning", "sim-0", "0", "", kT0 + 60 * kSecond, std::nullopt,
+                  "slow", "compute_ratio")};
+  findings[1].set_caused_by("thermal_throttling on sim-0 device 0");
+  SetTime(kT0 + 360 * kSecond, findings[1].mutable_detected_at());
+  std::ostringstream out;
+  WriteHtml(out, findings, Input(), {});
+  const std::string html = out.str();
+  // In the timeline table and in the finding's own section: an arrow to the cause's section.
+  EXPECT_EQ(Count(html,
+                  "&#8592; caused by <a href=\"#f0\">thermal_throttling on sim-0 device "
+                  "0</a>"),
+            2u)
+      << html;
+  EXPECT_NE(html.find("detected 03:06:00 (5m00s after it began)"), std::string::npos) << html;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -82,6 +82,49 @@ TEST(DiagnosticsConfig, ErrorsNameTheFileLineAndWhatIsWrong) {
             "512MiB, not \"lots\"");
 }
 
+TEST(DiagnosticsConfig, XidOverridesAreReadAndMakeTheConfigDifferent) {
+  const Config c = ParseConfig(
+      "rules:\n"
+      "  xid_error:\n"
+      "    overrides:\n"
+      "      - {xid: 13, severity: critical, action: reset_device}\n"
+      "      - xid: 79\n"
+      "        action: drain_node\n"
+      "    critical: [31]\n",
+      "x");
+  EXPECT_EQ(c.xid_error.overrides,
+            (std::vector<XidOverride>{{.xid = 13, .severity = "critical", .action = "reset_device"},
+                                      {.xid = 79, .severity = "", .action = "drain_node"}}));
+  EXPECT_EQ(c.xid_error.critical, (std::vector<uint64_t>{31}));
+  EXPECT_NE(c, Config{}) << "a reload sees the change";
+  EXPECT_TRUE(Config{}.xid_error.critical.empty()) << "the catalogue decides by default";
+}
+
+TEST(DiagnosticsConfig, BadXidOverridesNameTheFileLineAndWhatIsWrong) {
+  const std::string head = "rules:\n  xid_error:\n    overrides:\n";
+  EXPECT_EQ(ErrorOf(head + "      - {xid: 13, severity: fatal}\n"),
+            "diag.yaml:4: rules.xid_error.overrides.severity must be warning or critical, not "
+            "\"fatal\"");
+  EXPECT_EQ(ErrorOf(head + "      - {xid: 13, action: reboot}\n"),
+            "diag.yaml:4: rules.xid_error.overrides.action must be one of none, "
+            "restart_application, update_software, check_hardware, contact_support, "
+            "reset_device, reboot_node, drain_node, not \"reboot\"");
+  EXPECT_EQ(ErrorOf(head + "      - {severity: critical}\n"),
+            "diag.yaml:4: rules.xid_error.overrides entry needs an xid");
+  EXPECT_EQ(
+      ErrorOf(head + "      - {xid: 13}\n"),
+      "diag.yaml:4: rules.xid_error.overrides entry for XID 13 needs a severity or an action");
+  EXPECT_EQ(ErrorOf(head + "      - {xid: -1, action: none}\n"),
+            "diag.yaml:4: rules.xid_error.overrides.xid must be a whole number");
+  EXPECT_EQ(ErrorOf(head + "      - {xid: 13, sev: warning}\n"),
+            "diag.yaml:4: unknown key sev in rules.xid_error.overrides (known: xid, severity, "
+            "action)");
+  EXPECT_EQ(ErrorOf(head + "      - {xid: 13, action: none}\n      - {xid: 13, action: none}\n"),
+            "diag.yaml:5: rules.xid_error.overrides names XID 13 twice");
+  EXPECT_EQ(ErrorOf(head + "      13: warning\n"),
+            "diag.yaml:4: rules.xid_error.overrides must be a list of {xid, severity, action}");
+}
+
 TEST(DiagnosticsConfig, MissingFileIsAnError) {
   EXPECT_THROW(LoadConfig("/nonexistent/diag.yaml"), ConfigError);
 }

@@ -526,6 +526,173 @@ TEST_F(DeviceRulesTest, XidByIndexIsAWarningUnlessCriticalAndIgnoredOnesDoNot) {
   EXPECT_EQ(Opened("xid_error").size(), 2u);
 }
 
+// XIDs graded by the error catalogue (diagnostics/error_catalog.cc), one per action class.
+class XidCatalogTest : public DeviceRulesTest {
+ protected:
+  // The finding one XID on device 1 opens.
+  v1::Finding FindingOf(uint64_t code) {
+    Feed(DrXid(0, code, 1));
+    const std::vector<v1::Finding> opened = Opened("xid_error");
+    EXPECT_EQ(opened.size(), 1u);
+    return opened.empty() ? v1::Finding() : opened[0];
+  }
+};
+
+TEST_F(XidCatalogTest, RestartAppXid13IsAWarningToRestartTheApplication) {
+  const v1::Finding f = FindingOf(13);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "restart_application");
+  EXPECT_EQ(f.summary(), "device 1 XID 13 (graphics engine exception)");
+  EXPECT_EQ(DrEvidence(f, "action")->text(), "restart_application");
+}
+
+TEST_F(XidCatalogTest, ContainedEccXid94IsAWarningToRestartTheApplication) {
+  const v1::Finding f = FindingOf(94);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "restart_application");
+}
+
+TEST_F(XidCatalogTest, ResetGpuXid95IsCriticalToResetTheDevice) {
+  const v1::Finding f = FindingOf(95);
+  EXPECT_EQ(f.severity(), "critical");
+  EXPECT_EQ(f.action(), "reset_device");
+  EXPECT_EQ(DrEvidence(f, "xid_name")->text(), "uncontained ECC error");
+}
+
+TEST_F(XidCatalogTest, DoubleBitEccXid48IsCriticalToResetTheDevice) {
+  const v1::Finding f = FindingOf(48);
+  EXPECT_EQ(f.severity(), "critical");
+  EXPECT_EQ(f.action(), "reset_device");
+}
+
+TEST_F(XidCatalogTest, RestartBmXid79IsCriticalToRebootTheNode) {
+  const v1::Finding f = FindingOf(79);
+  EXPECT_EQ(f.severity(), "critical");
+  EXPECT_EQ(f.action(), "reboot_node");
+}
+
+TEST_F(XidCatalogTest, IgnoreXid92HighSingleBitRateIsAWarningWithNoAction) {
+  // Critical before the catalogue (the old default `critical` list); NVIDIA's bucket is IGNORE.
+  const v1::Finding f = FindingOf(92);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "none");
+}
+
+TEST_F(XidCatalogTest, IgnoreXid43ApplicationFaultIsAWarningWithNoAction) {
+  const v1::Finding f = FindingOf(43);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "none");
+}
+
+TEST_F(XidCatalogTest, CheckMechanicalsXid54IsAWarningToCheckTheHardware) {
+  const v1::Finding f = FindingOf(54);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "check_hardware");
+}
+
+TEST_F(XidCatalogTest, UpdateSwfwXid78IsAWarningToUpdateTheSoftware) {
+  const v1::Finding f = FindingOf(78);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "update_software");
+}
+
+TEST_F(XidCatalogTest, ContactSupportXid61IsAWarningToContactSupport) {
+  const v1::Finding f = FindingOf(61);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "contact_support");
+}
+
+TEST_F(XidCatalogTest, UnknownXidIsAWarningToContactSupportWithoutAName) {
+  const v1::Finding f = FindingOf(9999);
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.action(), "contact_support");
+  EXPECT_EQ(f.summary(), "device 1 XID 9999");
+  EXPECT_EQ(DrEvidence(f, "xid_name"), nullptr);
+  EXPECT_EQ(DrEvidence(f, "action")->text(), "contact_support");
+}
+
+TEST_F(XidCatalogTest, OverridesFromTheConfigFileChangeSeverityAndAction) {
+  Start(
+      ParseConfig("rules:\n"
+                  "  xid_error:\n"
+                  "    overrides:\n"
+                  "      - {xid: 13, severity: critical, action: reset_device}\n"
+                  "      - {xid: 79, action: drain_node}\n"
+                  "      - {xid: 9999, severity: critical}\n",
+                  "diag.yaml"));
+  Feed(DrXid(0, 13, 1));
+  Feed(DrXid(10, 79, 2));
+  Feed(DrXid(20, 9999, 3));
+  const std::optional<v1::Finding> xid13 = Open("xid_error", "1");
+  const std::optional<v1::Finding> xid79 = Open("xid_error", "2");
+  const std::optional<v1::Finding> unknown = Open("xid_error", "3");
+  ASSERT_TRUE(xid13 && xid79 && unknown);
+  EXPECT_EQ(xid13->severity(), "critical");
+  EXPECT_EQ(xid13->action(), "reset_device");
+  EXPECT_EQ(xid79->severity(), "critical") << "the catalogue's severity, only the action changed";
+  EXPECT_EQ(xid79->action(), "drain_node");
+  EXPECT_EQ(unknown->severity(), "critical");
+  EXPECT_EQ(unknown->action(), "contact_support");
+}
+
+TEST_F(XidCatalogTest, CriticalListWinsOverCatalogueAndOverridesAndIgnoreDropsTheXid) {
+  Config c;
+  c.xid_error.overrides = {{.xid = 92, .severity = "warning", .action = "reset_device"}};
+  c.xid_error.critical = {92};
+  c.xid_error.ignore = {13};
+  Start(c);
+  Feed(DrXid(0, 92, 1));
+  Feed(DrXid(10, 13, 2));
+  ASSERT_TRUE(Open("xid_error", "1"));
+  EXPECT_EQ(Open("xid_error", "1")->severity(), "critical");
+  EXPECT_EQ(Open("xid_error", "1")->action(), "reset_device");
+  EXPECT_FALSE(Open("xid_error", "2"));
+}
+
+TEST_F(DeviceRulesTest, EccUncorrectedOnNvidiaSaysResetDeviceAndRemapFailureDrainNode) {
+  Feed(DrEcc(0, std::nullopt, 3));
+  Feed(DrEcc(10, std::nullopt, 5));
+  ASSERT_TRUE(Open("ecc_errors", "1"));
+  EXPECT_EQ(Open("ecc_errors", "1")->action(), "reset_device");
+  EXPECT_EQ(DrEvidence(*Open("ecc_errors", "1"), "action")->text(), "reset_device");
+
+  Start(Config{});
+  Feed(DrEcc(0, 0, 0, true));
+  ASSERT_TRUE(Open("ecc_errors", "1"));
+  EXPECT_EQ(Open("ecc_errors", "1")->action(), "drain_node");
+}
+
+TEST_F(DeviceRulesTest, EccUmcUncorrectedOnAmdSaysResetDevice) {
+  for (int64_t t : {0, 10}) {
+    v1::NodeReport r = DrEcc(t, std::nullopt, t == 0 ? 1 : 2);
+    r.mutable_devices(0)->mutable_identity()->set_vendor("amd");
+    Feed(r);
+  }
+  ASSERT_TRUE(Open("ecc_errors", "1"));
+  EXPECT_EQ(Open("ecc_errors", "1")->severity(), "critical");
+  EXPECT_EQ(Open("ecc_errors", "1")->action(), "reset_device");
+}
+
+TEST_F(DeviceRulesTest, EccCorrectedRateSaysNoActionAndAVendorWithoutEntriesSaysNothing) {
+  // 300 corrected errors a minute for 10 minutes: above 100/h.
+  for (int64_t t = 0; t <= 600; t += 60) {
+    Feed(DrEcc(t, static_cast<uint64_t>(t * 5), 0));
+  }
+  ASSERT_TRUE(Open("ecc_errors", "1"));
+  EXPECT_EQ(Open("ecc_errors", "1")->severity(), "warning");
+  EXPECT_EQ(Open("ecc_errors", "1")->action(), "none");
+
+  Start(Config{});
+  for (int64_t t : {0, 10}) {
+    v1::NodeReport r = DrEcc(t, std::nullopt, t == 0 ? 1 : 2);
+    r.mutable_devices(0)->mutable_identity()->set_vendor("sim");
+    Feed(r);
+  }
+  ASSERT_TRUE(Open("ecc_errors", "1"));
+  EXPECT_EQ(Open("ecc_errors", "1")->action(), "") << "no catalogue entry for the vendor";
+  EXPECT_EQ(DrEvidence(*Open("ecc_errors", "1"), "action"), nullptr);
+}
+
 // ---------------------------------------------------------------------------------------------
 // firmware_below_minimum
 

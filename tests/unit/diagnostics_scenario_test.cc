@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "collectors/sim.h"
 #include "diagnostics/engine.h"
@@ -203,6 +205,16 @@ TEST(HealthyCluster, TwentyFourHoursOfEightNodesOpenNothing) {
   EXPECT_TRUE(run.opened.empty()) << "opened:" << Describe(run.opened);
 }
 
+TEST(HealthyCluster,
+     TwentyFourHoursOfASixteenNodeFleetWithLoadSwingsIdleTimeAndUpgradesOpenNothing) {
+  // tests/fixtures/scenarios/healthy_fleet.yaml: four jobs, each with a load swing, an idle
+  // period and checkpoint pauses; brief power caps, temperature spikes, traffic bursts and a
+  // rolling firmware upgrade. tests/e2e/healthy_fleet_test.sh plays it at 30 s through a
+  // recording.
+  const PlayResult run = Play("healthy_fleet", 24 * 3600, 10, 16);
+  EXPECT_TRUE(run.opened.empty()) << "opened:" << Describe(run.opened);
+}
+
 TEST(HealthyCluster, TwoHoursAtOneSecondOpenNothing) {
   const PlayResult run = Play("", 2 * 3600, 1, 2);
   EXPECT_TRUE(run.opened.empty()) << "opened:" << Describe(run.opened);
@@ -221,6 +233,152 @@ TEST(IncidentScenario, NamesEachFaultOnItsDevice) {
 
 // Jobs across nodes: a 4-node job of 32 ranks (tests/fixtures/scenarios/job_*.yaml).
 constexpr int kJobNodes = 4;
+
+// Onsets: every rule that judges a window, its fault beginning at 35m, well inside the window
+// (after minutes of normal data the window still holds when the rule fires). The finding's start
+// is within two intervals of the true onset, it was detected (detected_at: the report that opened
+// it) at or after the onset, and its evidence window begins no later than its start.
+struct OnsetCase {
+  std::string scenario{};
+  std::string rule{};
+  std::string device{};
+  std::string link{};
+  int nodes = 1;
+  double play_s = 0;  // long enough for the rule to fire
+};
+
+void PrintTo(const OnsetCase& c, std::ostream* os) { *os << c.scenario; }
+
+class OnsetScenario : public ::testing::TestWithParam<std::tuple<OnsetCase, double>> {};
+
+TEST_P(OnsetScenario, StartIsWithinTwoIntervalsOfTheTrueOnsetAndDetectionFollowsIt) {
+  const OnsetCase& c = std::get<0>(GetParam());
+  const double interval_s = std::get<1>(GetParam());
+  const PlayResult run = Play(c.scenario, c.play_s, interval_s, c.nodes);
+  const auto first = std::find_if(run.opened.begin(), run.opened.end(), [&](const Opened& o) {
+    return o.finding.rule() == c.rule && o.finding.device() == c.device &&
+           o.finding.link() == c.link;
+  });
+  ASSERT_NE(first, run.opened.end()) << c.rule << " never opened; opened:" << Describe(run.opened);
+  const v1::Finding& f = first->finding;
+  const int64_t onset_ns = (kStartSeconds + static_cast<int64_t>(run.onset_s)) * 1'000'000'000;
+  const double start_error_s = static_cast<double>(ToNanos(f.start()) - onset_ns) / 1e9;
+  EXPECT_LE(std::abs(start_error_s), 2 * interval_s)
+      << "start is " << start_error_s << " s from the onset; detected " << first->at_s - run.onset_s
+      << " s after it";
+  ASSERT_TRUE(f.has_detected_at());
+  EXPECT_EQ(ToNanos(f.detected_at()),
+            (kStartSeconds * 1'000'000'000) + static_cast<int64_t>(first->at_s * 1e9))
+      << "detected_at is the report that opened it";
+  EXPECT_GE(ToNanos(f.detected_at()), onset_ns);
+  EXPECT_GE(ToNanos(f.detected_at()), ToNanos(f.start()));
+  ASSERT_TRUE(f.has_window_start()) << "a windowed rule says which window it judged";
+  EXPECT_LE(ToNanos(f.window_start()), ToNanos(f.start()));
+}
+
+const OnsetCase kOnsetCases[] = {
+    // Fires about 20 minutes in, with ten minutes of normal use still in its 30-minute window.
+    {.scenario = "onset_memory_leak", .rule = "memory_leak", .device = "0", .play_s = 60 * 60},
+    {.scenario = "throughput_drop",
+     .rule = "throughput_drop",
+     .device = "0",
+     .play_s = 35 * 60 + 7 * 60},
+    {.scenario = "onset_memory_fragmentation",
+     .rule = "memory_fragmentation",
+     .device = "0",
+     .play_s = 37 * 60},
+    {.scenario = "onset_thermal_throttling",
+     .rule = "thermal_throttling",
+     .device = "0",
+     .play_s = 37 * 60},
+    {.scenario = "link_flapping",
+     .rule = "link_flapping",
+     .device = "0",
+     .link = "nvlink0",
+     .play_s = 38 * 60},
+    {.scenario = "link_degraded",
+     .rule = "link_degraded",
+     .device = "0",
+     .link = "nvlink0",
+     .play_s = 38 * 60},
+    {.scenario = "job_stall", .rule = "job_stall", .device = "", .play_s = 39 * 60},
+    {.scenario = "job_straggler",
+     .rule = "job_straggler",
+     .device = "3",
+     .nodes = kJobNodes,
+     .play_s = 40 * 60},
+};
+
+INSTANTIATE_TEST_SUITE_P(WindowedRules, OnsetScenario,
+                         ::testing::Combine(::testing::ValuesIn(kOnsetCases),
+                                            ::testing::Values(5.0, 15.0)),
+                         [](const auto& p) {
+                           return std::get<0>(p.param).scenario + "_every_" +
+                                  std::to_string(static_cast<int>(std::get<1>(p.param))) + "s";
+                         });
+
+// Two faults on one node: each found with its own onset, and caused_by only where one explains
+// the other (tests/fixtures/scenarios/overlap_*.yaml).
+struct Expected {
+  std::string rule{};
+  std::string device{};
+  std::string link{};
+  double onset_s = 0;
+  std::string caused_by{};
+};
+
+void ExpectExactly(const PlayResult& run, double interval_s,
+                   const std::vector<Expected>& expected) {
+  std::set<std::tuple<std::string, std::string, std::string>> want;
+  for (const Expected& e : expected) want.emplace(e.rule, e.device, e.link);
+  std::set<std::tuple<std::string, std::string, std::string>> got;
+  for (const Opened& o : run.opened) {
+    got.emplace(o.finding.rule(), o.finding.device(), o.finding.link());
+  }
+  EXPECT_EQ(got, want) << "opened:" << Describe(run.opened);
+  for (const Expected& e : expected) {
+    for (const Opened& o : run.opened) {
+      const v1::Finding& f = o.finding;
+      if (f.rule() != e.rule || f.device() != e.device || f.link() != e.link) continue;
+      const double start_s = static_cast<double>(ToNanos(f.start())) / 1e9 - kStartSeconds;
+      EXPECT_LE(std::abs(start_s - e.onset_s), 2 * interval_s)
+          << e.rule << " starts at " << start_s << " s, its fault at " << e.onset_s << " s";
+      EXPECT_EQ(f.caused_by(), e.caused_by) << e.rule;
+    }
+  }
+}
+
+TEST(OverlappingFaults, LeakAndDegradedLinkOnOneDeviceAreTwoFindingsNeitherCausingTheOther) {
+  for (const double interval_s : {5.0, 15.0}) {
+    SCOPED_TRACE(interval_s);
+    const PlayResult run = Play("overlap_leak_and_link_degrade", 60 * 60, interval_s);
+    ExpectExactly(
+        run, interval_s,
+        {{.rule = "memory_leak", .device = "0", .link = "", .onset_s = 35 * 60},
+         {.rule = "link_degraded", .device = "0", .link = "nvlink0", .onset_s = 40 * 60}});
+  }
+}
+
+TEST(OverlappingFaults, ThrottlingBeforeAThroughputDropIsNamedAsItsCause) {
+  for (const double interval_s : {5.0, 15.0}) {
+    SCOPED_TRACE(interval_s);
+    const PlayResult run = Play("overlap_throttle_then_throughput_drop", 46 * 60, interval_s);
+    const std::string cause = "thermal_throttling on sim-0 device 0";
+    ExpectExactly(
+        run, interval_s,
+        {{.rule = "thermal_throttling", .device = "0", .onset_s = 35 * 60},
+         {.rule = "throughput_drop", .device = "0", .onset_s = 36 * 60, .caused_by = cause},
+         {.rule = "job_straggler", .device = "0", .onset_s = 36 * 60, .caused_by = cause}});
+  }
+}
+
+TEST(OverlappingFaults, ThrottlingThatBeganAfterTheDropIsNotItsCause) {
+  const PlayResult run = Play("overlap_throughput_drop_then_throttle", 45 * 60, 10);
+  ExpectExactly(run, 10,
+                {{.rule = "throughput_drop", .device = "0", .onset_s = 35 * 60},
+                 {.rule = "job_straggler", .device = "0", .onset_s = 35 * 60},
+                 {.rule = "thermal_throttling", .device = "0", .onset_s = 37 * 60}});
+}
 
 std::string EvidenceText(const v1::Finding& f, std::string_view name) {
   for (const v1::Evidence& e : f.evidence()) {

@@ -96,7 +96,7 @@ TEST(SimScenarioParse, ErrorsNameFileAndLine) {
   EXPECT_EQ(ErrorOf("faults:\n  - at: 10m\n    fault: stall\n    to: 90\n"),
             "test.yaml:4: unknown key \"to\" for fault stall");
   EXPECT_EQ(ErrorOf("fault:\n  - at: 10m\n"),
-            "test.yaml:1: unknown key \"fault\" (faults: or jobs:)");
+            "test.yaml:1: unknown key \"fault\" (faults:, jobs:, expect: or allow:)");
   EXPECT_NE(
       ErrorOf("faults:\n  - at: 1m\n    fault: melt\n").find("test.yaml:3: unknown fault \"melt\""),
       std::string::npos);
