@@ -42,6 +42,11 @@ bool SameDay(int64_t a, int64_t b) {
   return x.tm_year == y.tm_year && x.tm_yday == y.tm_yday;
 }
 
+// `ns` beside `other` on one line: the time of day when on the same day, else in full.
+std::string TimeBeside(int64_t ns, int64_t other) {
+  return SameDay(ns, other) ? TimeOfDay(ns) : FormatRfc3339(ns);
+}
+
 std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
@@ -161,15 +166,12 @@ std::optional<size_t> CauseIndex(std::span<const v1::Finding> findings, size_t i
 std::string DetectedText(const v1::Finding& f) {
   const int64_t start = ToNanos(f.start());
   const int64_t detected = ToNanos(f.detected_at());
-  std::string out =
-      "detected " + (SameDay(start, detected) ? TimeOfDay(detected) : FormatRfc3339(detected));
+  std::string out = "detected " + TimeBeside(detected, start);
   if (detected > start) {
     out += " (" + FormatDuration(std::chrono::nanoseconds(detected - start)) + " after it began)";
   }
   if (f.has_window_start() && ToNanos(f.window_start()) < start) {
-    out += "; judged on reports since " + (SameDay(ToNanos(f.window_start()), detected)
-                                               ? TimeOfDay(ToNanos(f.window_start()))
-                                               : FormatRfc3339(ToNanos(f.window_start())));
+    out += "; judged on reports since " + TimeBeside(ToNanos(f.window_start()), detected);
   }
   return out;
 }
@@ -429,7 +431,7 @@ void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
     if (f.has_end()) {
       const int64_t start = ToNanos(f.start());
       const int64_t end = ToNanos(f.end());
-      out << "    ended " << (SameDay(start, end) ? TimeOfDay(end) : FormatRfc3339(end)) << " ("
+      out << "    ended " << TimeBeside(end, start) << " ("
           << FormatDuration(std::chrono::nanoseconds(end - start)) << ")\n";
     } else {
       out << "    still open\n";
