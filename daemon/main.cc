@@ -23,6 +23,7 @@
 #include "daemon/tools/record_commands.h"
 #include "daemon/tools/simulate_command.h"
 #include "daemon/tools/standalone_command.h"
+#include "daemon/tools/top_command.h"
 
 namespace {
 
@@ -37,6 +38,7 @@ constexpr accelmon::SubcommandRegistrar kSubcommands[] = {
     accelmon::RegisterDiagnoseCommand,    // the diagnostics rules over a recording
     accelmon::RegisterSimulateCommand,    // a simulated fleet's reports, faster than real time
     accelmon::RegisterConfigCommands,     // check config FILE, config defaults
+    accelmon::RegisterTopCommand,         // the fleet live in a terminal (Query API or --local)
 };
 
 }  // namespace

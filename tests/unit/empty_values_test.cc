@@ -20,6 +20,7 @@
 #include "daemon/tools/record_commands.h"
 #include "daemon/tools/simulate_command.h"
 #include "daemon/tools/standalone_command.h"
+#include "daemon/tools/top_command.h"
 
 namespace accelmon {
 namespace {
@@ -45,6 +46,7 @@ const std::set<std::string> kEmptyMeansOff = {
     "--exporter.tls-server-name",
     "--node.prefix",
     "--sim.seed",
+    "--filter",  // top: every node
 };
 
 // The binary's whole command line, as main.cc builds it.
@@ -61,7 +63,7 @@ struct Binary {
     for (const auto registrar :
          {RegisterAgentCommand, RegisterExporterCommand, RegisterStandaloneCommand,
           RegisterRecordingCommands, RegisterLoadgenCommand, RegisterDiagnoseCommand,
-          RegisterSimulateCommand, RegisterConfigCommands}) {
+          RegisterSimulateCommand, RegisterConfigCommands, RegisterTopCommand}) {
       runners.push_back(registrar(app));
     }
   }
