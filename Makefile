@@ -10,7 +10,7 @@ JOBS      ?= $(shell nproc)
 CTEST     := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
 .PHONY: all deps test-deps build run deb test check check-run asan asan-build asan-run fuzz \
-  fuzz-build fuzz-run bench format clean
+  fuzz-build fuzz-run bench screenshots format clean
 
 all: build
 
@@ -74,6 +74,10 @@ fuzz-run:
 bench: test-deps build
 	cmake --build $(BUILD_DIR) --target benchmarks
 	bash bench/run.sh $(BUILD_DIR)
+
+# The README's pictures of the status page and `accelmon top` (docs/images/), made by their tests.
+screenshots: test-deps build
+	bash scripts/screenshots.sh $(BUILD_DIR)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -45,6 +45,8 @@ section "Ingest, latency, scale and agent cost: loadgen against a bare gRPC echo
   bash bench/ingest_vs_echo.sh "$build"
 section "Restart: an exporter's start from a 1000-node recording" restart \
   bash bench/restart_from_recording.sh "$build"
+section "Status page: 1000 nodes in headless Chromium" status-page \
+  bash bench/status_page.sh "$build"
 section "Diagnosis accuracy: every shipped scenario scored against its expect: list" \
   diagnosis-accuracy bash bench/diagnosis_accuracy.sh "$build"
 echo "bench/README.md: tables rewritten; commit them with the run's context."

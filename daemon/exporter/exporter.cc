@@ -11,6 +11,7 @@
 #include "daemon/exporter/ingest_service.h"
 #include "daemon/exporter/metrics_renderer.h"
 #include "daemon/exporter/query_service.h"
+#include "daemon/exporter/status_json.h"
 #include "proto/time_format.h"
 
 namespace accelmon {
@@ -89,6 +90,10 @@ void Exporter::Start() {
       options_.web_listen_address,
       [renderer = renderer_.get()](std::string& out) { renderer->RenderText(out); },
       options_.web_config, options_.web_limits);
+  status_ = std::make_unique<StatusRenderer>(store_, stats_, diagnostics_.get());
+  http_->set_status([status = status_.get()](std::string_view node, std::string& out) {
+    status->RenderJson(node, out);
+  });
   // Not ready while the recording cannot be written: reports are not acknowledged meanwhile.
   http_->set_readiness([&recorder = stats_.recorder] { return recorder.failure(); });
   spdlog::info("exporter: ingest on {} (port {}), metrics on {} (port {})",

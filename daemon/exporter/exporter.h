@@ -26,6 +26,7 @@ class HttpServer;
 class IngestService;
 class QueryService;
 class StateRenderer;
+class StatusRenderer;
 
 struct ExporterOptions {
   std::string web_listen_address = "0.0.0.0:9477";   // HTTP /metrics, /healthz
@@ -86,6 +87,7 @@ class Exporter {
   std::unique_ptr<QueryService> query_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<StateRenderer> renderer_;  // outlives http_, which calls it
+  std::unique_ptr<StatusRenderer> status_;   // the same
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;
 };

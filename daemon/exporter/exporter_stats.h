@@ -19,6 +19,7 @@ class ExporterStats {
   // Reads deferred because a stream sent faster than --grpc.max-reports-per-second.
   std::atomic<uint64_t> reads_throttled{0};
   std::atomic<double> last_scrape_seconds{0};
+  std::atomic<uint64_t> last_scrape_series{0};  // samples the last /metrics had
   // The last reload (SIGHUP, POST /-/reload), as Prometheus' prometheus_config_last_reload_*:
   // successful until one fails; the start-up's reading counts as the first success.
   std::atomic<bool> config_reload_successful{true};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "daemon/exporter/gzip_encoder.h"
+#include "daemon/exporter/status_page_assets.h"
 
 namespace accelmon {
 namespace {
@@ -46,6 +47,12 @@ int Answer(mg_connection* conn, int status, std::string_view reason, std::string
 
 int Reply(mg_connection* conn, std::string_view content_type, std::string_view body) {
   return Answer(conn, 200, "OK", content_type, body);
+}
+
+// Asks for basic auth (no body): a browser then asks its user for a password.
+int Unauthorized(mg_connection* conn) {
+  return Answer(conn, 401, "Unauthorized", "text/plain", "",
+                "WWW-Authenticate: Basic realm=\"accelmon\"\r\n");
 }
 
 // Every request is answered here, before civetweb would look for a handler or a file.
@@ -219,6 +226,28 @@ ScrapeBufferPool& ScrapeBuffersOf() {
   return pool;
 }
 
+namespace {
+
+// Answers 200 with `buffers.body`, gzip'd when the client accepts it.
+void SendRendered(mg_connection* conn, std::string_view content_type, ScrapeBuffers& buffers,
+                  bool head) {
+  std::string_view payload = buffers.body;
+  const bool gzip = AcceptsGzip(conn);
+  if (gzip) {
+    buffers.encoder.Encode(buffers.body, buffers.compressed);
+    payload = buffers.compressed;
+  }
+  mg_printf(conn,
+            "HTTP/1.1 200 OK\r\nContent-Type: %.*s\r\n"
+            "%sVary: Accept-Encoding\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+            "Connection: close\r\n\r\n",
+            static_cast<int>(content_type.size()), content_type.data(),
+            gzip ? "Content-Encoding: gzip\r\n" : "", payload.size());
+  if (!head) mg_write(conn, payload.data(), payload.size());
+}
+
+}  // namespace
+
 HttpServer::HttpServer(const std::string& listen_address, RenderMetricsFn render_metrics,
                        const WebConfig& web_config, const HttpServerLimits& limits)
     : render_metrics_(std::move(render_metrics)),
@@ -305,6 +334,11 @@ void HttpServer::set_reload(ReloadFn reload) {
   reload_ = std::move(reload);
 }
 
+void HttpServer::set_status(RenderStatusFn status) {
+  std::lock_guard lock(mu_);
+  status_ = std::move(status);
+}
+
 void HttpServer::set_readiness(ReadinessFn ready) {
   std::lock_guard lock(mu_);
   readiness_ = std::move(ready);
@@ -343,8 +377,7 @@ int HttpServer::ServeReload(mg_connection* conn, std::string_view method) const 
                   "Allow: POST, PUT\r\n");
   }
   if (!Authorized(conn)) {
-    return Answer(conn, 401, "Unauthorized", "text/plain", "",
-                  "WWW-Authenticate: Basic realm=\"accelmon\"\r\n");
+    return Unauthorized(conn);
   }
   ReloadFn reload;
   {
@@ -379,8 +412,8 @@ int HttpServer::HandleRequest(mg_connection* conn) const {
     }
     return Reply(conn, "text/plain", "ready\n");
   }
-  if (uri == "/") return Reply(conn, "text/html; charset=utf-8", kLandingPage);
   const std::string_view method = info->request_method != nullptr ? info->request_method : "";
+  if (const int status = ServeStatusPage(conn, uri, method); status != 0) return status;
   if (uri == "/-/reload") return ServeReload(conn, method);
   if (uri != "/metrics") return 0;
   if (method != "GET" && method != "HEAD") {
@@ -389,12 +422,7 @@ int HttpServer::HandleRequest(mg_connection* conn) const {
               "Connection: close\r\n\r\n");
     return 405;
   }
-  if (!Authorized(conn)) {
-    mg_printf(conn,
-              "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"accelmon\"\r\n"
-              "Content-Length: 0\r\nConnection: close\r\n\r\n");
-    return 401;
-  }
+  if (!Authorized(conn)) return Unauthorized(conn);
   return ServeMetrics(conn, method == "HEAD");
 }
 
@@ -423,21 +451,52 @@ bool HttpServer::Authorized(mg_connection* conn) const {
   return CheckBcrypt(it->second, password);
 }
 
+int HttpServer::ServeStatusPage(mg_connection* conn, std::string_view uri,
+                                std::string_view method) const {
+  const StaticAsset* asset = nullptr;
+  const bool api = uri == "/api/v1/status";
+  if (!api) {
+    const std::string_view path = uri == "/" ? "/index.html" : uri;
+    for (const StaticAsset& a : StatusPageAssets()) {
+      if (a.path == path) asset = &a;
+    }
+    if (asset == nullptr && uri != "/") return 0;
+  }
+  if (method != "GET" && method != "HEAD") {
+    return Answer(conn, 405, "Method Not Allowed", "text/plain", "use GET\n",
+                  "Allow: GET, HEAD\r\n");
+  }
+  // The page shows every node and finding: it needs what /metrics needs.
+  if (!Authorized(conn)) {
+    return Unauthorized(conn);
+  }
+  RenderStatusFn status;
+  {
+    std::lock_guard lock(mu_);
+    status = status_;
+  }
+  if (!status) {
+    if (uri == "/") return Reply(conn, "text/html; charset=utf-8", kLandingPage);
+    return 0;
+  }
+  if (!api) return Reply(conn, asset->content_type, asset->body);
+  char node[256] = "";
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (info->query_string != nullptr) {
+    const std::string_view query = info->query_string;
+    mg_get_var(query.data(), query.size(), "node", node, sizeof node);  // < 0: absent
+  }
+  std::unique_ptr<ScrapeBuffers> buffers = ScrapeBuffersOf().Take();
+  status(node, buffers->body);
+  SendRendered(conn, "application/json", *buffers, method == "HEAD");
+  ScrapeBuffersOf().Give(std::move(buffers));
+  return 200;
+}
+
 int HttpServer::ServeMetrics(mg_connection* conn, bool head) const {
   std::unique_ptr<ScrapeBuffers> buffers = ScrapeBuffersOf().Take();
   render_metrics_(buffers->body);
-  std::string_view payload = buffers->body;
-  const bool gzip = AcceptsGzip(conn);
-  if (gzip) {
-    buffers->encoder.Encode(buffers->body, buffers->compressed);
-    payload = buffers->compressed;
-  }
-  mg_printf(conn,
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-            "%sVary: Accept-Encoding\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
-            "Connection: close\r\n\r\n",
-            gzip ? "Content-Encoding: gzip\r\n" : "", payload.size());
-  if (!head) mg_write(conn, payload.data(), payload.size());
+  SendRendered(conn, "text/plain; version=0.0.4; charset=utf-8", *buffers, head);
   ScrapeBuffersOf().Give(std::move(buffers));
   return 200;
 }

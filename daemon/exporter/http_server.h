@@ -1,6 +1,6 @@
 // The exporter's HTTP side, on civetweb: /metrics rendered by our own text renderer (with basic
-// auth from the web config, and gzip when the scraper asks), /healthz, /readyz and a landing
-// page. TLS is civetweb's.
+// auth from the web config, and gzip when the scraper asks), the status page at / with its JSON
+// (/api/v1/status, same auth), /healthz and /readyz. TLS is civetweb's.
 #pragma once
 
 #include <chrono>
@@ -23,6 +23,9 @@ namespace accelmon {
 // threads at once.
 using RenderMetricsFn = std::function<void(std::string& out)>;
 
+// Replaces `out` with the status page's JSON (status_json.h); `node` asks for one node's devices.
+using RenderStatusFn = std::function<void(std::string_view node, std::string& out)>;
+
 // Reloads the configuration (POST /-/reload); returns why it failed, empty when it did not.
 using ReloadFn = std::function<std::string()>;
 
@@ -40,8 +43,9 @@ struct HttpServerLimits {
 class HttpServer {
  public:
   // Listens on `listen_address` ("0.0.0.0:9477", "127.0.0.1:0"), with TLS and basic auth on
-  // /metrics as `web` says (/healthz, /readyz and / stay open). Throws std::runtime_error with
-  // a one-line reason when it cannot.
+  // /metrics and the status page as `web` says (/healthz and /readyz stay open). Throws
+  // std::runtime_error with a one-line reason when it cannot. Until set_status, / is a plain page
+  // of links.
   HttpServer(const std::string& listen_address, RenderMetricsFn render_metrics,
              const WebConfig& web = {}, const HttpServerLimits& limits = {});
   ~HttpServer();
@@ -60,6 +64,9 @@ class HttpServer {
   // /metrics (Prometheus' --web.enable-lifecycle); unset, /-/reload answers 403.
   void set_reload(ReloadFn reload);
 
+  // Serves the status page (/, its files, /api/v1/status) from `status`.
+  void set_status(RenderStatusFn status);
+
   // /readyz answers 503 with the reason `ready` returns while it is not empty; unset: ready.
   void set_readiness(ReadinessFn ready);
 
@@ -72,6 +79,8 @@ class HttpServer {
   int ServeMetrics(mg_connection* conn, bool head) const;
 
   int ServeReload(mg_connection* conn, std::string_view method) const;
+  // /, the page's files and /api/v1/status; 0 when `uri` is none of them.
+  int ServeStatusPage(mg_connection* conn, std::string_view uri, std::string_view method) const;
   std::shared_ptr<const WebConfig> web() const;
 
  public:
@@ -86,6 +95,7 @@ class HttpServer {
   TlsIdentity identity_;
   ReloadFn reload_;
   ReadinessFn readiness_;
+  RenderStatusFn status_;
   mg_context* context_ = nullptr;
 };
 

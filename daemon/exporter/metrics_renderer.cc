@@ -15,6 +15,41 @@
 #include "proto/time_format.h"
 
 namespace accelmon {
+
+std::string_view HolderKindLabel(v1::HolderKind kind) {
+  switch (kind) {
+    case v1::HOLDER_KIND_POD:
+      return "pod";
+    case v1::HOLDER_KIND_SLURM:
+      return "slurm";
+    case v1::HOLDER_KIND_PROCESS:
+      return "process";
+    default:
+      return "";
+  }
+}
+
+std::string_view LinkKindLabel(v1::LinkKind kind) {
+  switch (kind) {
+    case v1::LINK_KIND_NVLINK:
+      return "nvlink";
+    case v1::LINK_KIND_HCCS:
+      return "hccs";
+    case v1::LINK_KIND_XGMI:
+      return "xgmi";
+    case v1::LINK_KIND_PCIE:
+      return "pcie";
+    case v1::LINK_KIND_INFINIBAND:
+      return "infiniband";
+    case v1::LINK_KIND_ROCE:
+      return "roce";
+    case v1::LINK_KIND_ETHERNET:
+      return "ethernet";
+    default:
+      return "unknown";
+  }
+}
+
 namespace {
 
 using prometheus::ClientMetric;
@@ -67,46 +102,12 @@ void PushIfSet(LabelList& labels, std::string_view name, std::string_view value)
   if (!value.empty()) labels.Push(name, value);
 }
 
-std::string_view HolderKindLabel(v1::HolderKind kind) {
-  switch (kind) {
-    case v1::HOLDER_KIND_POD:
-      return "pod";
-    case v1::HOLDER_KIND_SLURM:
-      return "slurm";
-    case v1::HOLDER_KIND_PROCESS:
-      return "process";
-    default:
-      return "";
-  }
-}
-
 // A device's job: the first of its holders with a job id (docs/jobs.md), empty when none has one.
 const v1::DeviceHolder* JobHolder(const v1::DeviceTelemetry& d) {
   for (const v1::DeviceHolder& h : d.holders()) {
     if (!h.job().empty()) return &h;
   }
   return nullptr;
-}
-
-std::string_view LinkKindLabel(v1::LinkKind kind) {
-  switch (kind) {
-    case v1::LINK_KIND_NVLINK:
-      return "nvlink";
-    case v1::LINK_KIND_HCCS:
-      return "hccs";
-    case v1::LINK_KIND_XGMI:
-      return "xgmi";
-    case v1::LINK_KIND_PCIE:
-      return "pcie";
-    case v1::LINK_KIND_INFINIBAND:
-      return "infiniband";
-    case v1::LINK_KIND_ROCE:
-      return "roce";
-    case v1::LINK_KIND_ETHERNET:
-      return "ethernet";
-    default:
-      return "unknown";
-  }
 }
 
 // The families every kind of link shares, for hosts and for devices.
@@ -255,11 +256,7 @@ class NodeFamilies {
   void Add(const NodeEntry& entry, const LabelList& node, Clock::time_point now) {
     const v1::NodeReport& r = *entry.report;
     MetricSink& s = sink_;
-    // Three missed intervals mark a node down; an agent that sent no interval is assumed at 1s.
-    const auto interval = r.has_interval() ? std::chrono::seconds(r.interval().seconds()) +
-                                                 std::chrono::nanoseconds(r.interval().nanos())
-                                           : std::chrono::nanoseconds(std::chrono::seconds(1));
-    accelmon::Add(s, up_, node, !entry.restored && now - entry.received_at <= 3 * interval ? 1 : 0);
+    accelmon::Add(s, up_, node, NodeIsUp(entry, now) ? 1 : 0);
     accelmon::Add(s, last_, node, ToSeconds(r.timestamp()));
 
     for (const auto& c : r.collectors()) {
@@ -953,6 +950,7 @@ void StateRenderer::RenderText(std::string& out) const {
   EmitExporterStats(stats_, nodes.size(), sink);
   if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(), sink);
   sink.AppendTo(out);
+  stats_.last_scrape_series = sink.samples();
   stats_.last_scrape_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -17,6 +17,11 @@
 
 namespace accelmon {
 
+// The `kind` label of a holder ("pod", "slurm", "process"; "" when unspecified) and of a link
+// ("nvlink", "pcie", ...; "unknown" when unspecified): also the status page's names.
+std::string_view HolderKindLabel(v1::HolderKind kind);
+std::string_view LinkKindLabel(v1::LinkKind kind);
+
 // Node and device series for `nodes`, as seen at `now` (for accelmon_node_up).
 void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, MetricSink& sink);
 

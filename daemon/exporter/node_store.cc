@@ -23,6 +23,14 @@ struct ArenaReport {
 
 }  // namespace
 
+bool NodeIsUp(const NodeEntry& entry, Clock::time_point now) {
+  const v1::NodeReport& r = *entry.report;
+  const auto interval = r.has_interval() ? std::chrono::seconds(r.interval().seconds()) +
+                                               std::chrono::nanoseconds(r.interval().nanos())
+                                         : std::chrono::nanoseconds(std::chrono::seconds(1));
+  return !entry.restored && now - entry.received_at <= 3 * interval;
+}
+
 std::shared_ptr<v1::NodeReport> NewArenaReport() {
   auto holder = std::make_shared<ArenaReport>();
   v1::NodeReport* report = holder->report;

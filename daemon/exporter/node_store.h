@@ -29,6 +29,11 @@ struct NodeEntry {
   bool restored = false;
 };
 
+// Whether the node's agent still reports: not restored-and-silent, and heard from within three
+// of its collection intervals (an agent that sent no interval is assumed at 1 s). What
+// accelmon_node_up and the status page say.
+bool NodeIsUp(const NodeEntry& entry, Clock::time_point now);
+
 // An empty report for the store, to parse into, on an arena of its own (ingest, restore).
 std::shared_ptr<v1::NodeReport> NewArenaReport();
 

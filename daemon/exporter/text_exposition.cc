@@ -60,7 +60,10 @@ void AppendLabelValue(std::string& out, std::string_view value) { AppendEscaped(
 
 void AppendHelp(std::string& out, std::string_view help) { AppendEscaped(out, help, 1); }
 
-void TextExpositionSink::Clear() { used_ = 0; }
+void TextExpositionSink::Clear() {
+  used_ = 0;
+  samples_ = 0;
+}
 
 size_t TextExpositionSink::Family(std::string_view name, std::string_view help, MetricKind kind) {
   if (used_ == families_.size()) families_.emplace_back();
@@ -73,6 +76,7 @@ size_t TextExpositionSink::Family(std::string_view name, std::string_view help, 
 }
 
 void TextExpositionSink::Sample(size_t family, std::span<const Label> labels, double value) {
+  ++samples_;
   FamilyText& f = families_[family];
   std::string& out = f.lines;
   out += f.name;

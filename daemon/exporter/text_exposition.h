@@ -25,6 +25,9 @@ class TextExpositionSink final : public MetricSink {
   // lines once, to `out`.
   void AppendTo(std::string& out) const;
 
+  // Samples (series) written since Clear().
+  size_t samples() const { return samples_; }
+
  private:
   struct FamilyText {
     std::string name;
@@ -35,6 +38,7 @@ class TextExpositionSink final : public MetricSink {
 
   std::vector<FamilyText> families_;  // [0, used_) belong to the current exposition
   size_t used_ = 0;
+  size_t samples_ = 0;
 };
 
 // Building blocks, public for tests.

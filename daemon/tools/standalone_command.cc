@@ -49,8 +49,16 @@ int RunStandalone(StandaloneCommand& c, const StandaloneCommand& defaults) {
   auto web = *ParseHostPort(c.exporter.web_listen, nullptr);
   if (web.host.empty() || web.host == "0.0.0.0") web.host = "localhost";
   web.port = static_cast<uint16_t>(exporter.web_port());
-  std::printf("accelmon standalone: metrics at %s://%s/metrics (Ctrl-C to stop)\n",
-              https ? "https" : "http", web.ToString().c_str());
+  const char* scheme = https ? "https" : "http";
+  std::printf(
+      "accelmon standalone: metrics at %s://%s/metrics, status page at %s://%s/ (Ctrl-C "
+      "to stop)\n",
+      scheme, web.ToString().c_str(), scheme, web.ToString().c_str());
+  auto query = *ParseHostPort(c.exporter.grpc_listen, nullptr);
+  if (query.host.empty() || query.host == "0.0.0.0") query.host = "127.0.0.1";
+  query.port = static_cast<uint16_t>(exporter.grpc_port());
+  std::printf("accelmon standalone: in a terminal: accelmon top --exporter.address %s\n",
+              query.ToString().c_str());
   std::fflush(stdout);
   // SIGHUP (and POST /-/reload with --web.enable-lifecycle): the exporter's live settings; a
   // collector flag that changed is refused, as any other that needs a restart.

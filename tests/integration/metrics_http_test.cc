@@ -1,7 +1,6 @@
 // /metrics from a real exporter over real HTTP on loopback: gzip when asked (the same exposition
 // once inflated), basic auth from the web config.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <sstream>
 
@@ -15,6 +14,7 @@ namespace accelmon {
 namespace {
 
 using testing::CountSamples;
+using testing::Gunzip;
 using testing::HttpGet;
 using testing::LoopbackExporter;
 using testing::ParseExposition;
@@ -35,20 +35,6 @@ void AddSimulatedNodes(Exporter& exporter) {
     sim.Collect(*report);
     ASSERT_EQ(exporter.store().Apply(report, Clock::now()).outcome, ApplyOutcome::kApplied);
   }
-}
-
-std::string Gunzip(const std::string& in) {
-  z_stream z{};
-  EXPECT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
-  std::string out(in.size() * 50 + 1024, '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  inflateEnd(&z);
-  return out;
 }
 
 // The exposition without the one line that changes from scrape to scrape.

@@ -1,9 +1,11 @@
 #include "support/http_get.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -58,6 +60,24 @@ HttpResponse HttpGet(const std::string& host, int port, const std::string& path,
   response.headers = raw.substr(0, header_end);
   response.body = raw.substr(header_end + 4);
   return response;
+}
+
+}  // namespace accelmon::testing
+
+namespace accelmon::testing {
+
+std::string Gunzip(const std::string& in) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
+  std::string out(in.size() * 50 + 1024, '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  inflateEnd(&z);
+  return out;
 }
 
 }  // namespace accelmon::testing

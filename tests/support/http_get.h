@@ -18,4 +18,7 @@ HttpResponse HttpGet(const std::string& host, int port, const std::string& path)
 HttpResponse HttpGet(const std::string& host, int port, const std::string& path,
                      const std::vector<std::string>& headers);
 
+// The body of a gzip'd answer, inflated; a body that is not gzip fails the test.
+std::string Gunzip(const std::string& in);
+
 }  // namespace accelmon::testing
