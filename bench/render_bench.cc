@@ -2,74 +2,32 @@
 // against the peer, prometheus-cpp 1.0.1's Registry::Collect + TextSerializer over the SAME
 // data (a Registry of gauges with the same names, labels and values). Also: allocations per
 // scrape in steady state (allocation_counter.cc counts every operator new), the whole scrape
-// as /metrics runs it (store snapshot + render), and gzip level 1 of the result.
+// as /metrics runs it (store snapshot + render), and the gzip'd scrape Prometheus asks for
+// (libdeflate level 1, as /metrics does; zlib level 1, what it did before, as the anchor).
 // See bench/README.md for method and numbers.
 #include <benchmark/benchmark.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+#include <zlib.h>
 
 #include <sstream>
 
 #include "bench/allocation_counter.h"
+#include "bench/sim_fleet.h"
 #include "collectors/sim.h"
 #include "daemon/exporter/gzip_encoder.h"
 #include "daemon/exporter/metrics_renderer.h"
 #include "daemon/exporter/text_exposition.h"
+#include "daemon/exporter/zstd_encoder.h"
 
 namespace {
 
 using accelmon::Clock;
 using accelmon::NodeEntry;
-
-const Clock::time_point kNow = Clock::time_point(std::chrono::seconds(1'700'000'001));
-
-std::shared_ptr<const accelmon::v1::NodeReport> SimReport(int node_index) {
-  const std::string node = "sim-node-" + std::to_string(node_index);
-  auto report = std::make_shared<accelmon::v1::NodeReport>();
-  report->set_node(node);
-  report->set_agent_instance_id("bench-" + node);
-  report->set_sequence(1);
-  report->mutable_timestamp()->set_seconds(1'700'000'000);
-  report->mutable_interval()->set_seconds(1);
-  accelmon::collectors::SimCollector sim(
-      {.devices = 8, .seed = accelmon::collectors::SimSeedForNode(node)});
-  accelmon::v1::NodeReport first_tick;
-  sim.Collect(first_tick);
-  sim.Collect(*report);  // the second tick: rates and energy are non-zero
-  return report;
-}
-
-size_t CountSeries(const std::vector<NodeEntry>& nodes) {
-  size_t n = 0;
-  for (const auto& f : accelmon::RenderNodes(nodes, kNow)) n += f.metric.size();
-  return n;
-}
-
-// Simulated nodes (8 devices with links each) until there are at least `target` series.
-struct Fleet {
-  std::vector<NodeEntry> nodes;
-  size_t series = 0;
-  double labels_per_series = 0;
-};
-
-const Fleet& FleetOf(size_t target) {
-  static std::map<size_t, Fleet> fleets;
-  Fleet& fleet = fleets[target];
-  if (!fleet.nodes.empty()) return fleet;
-  const NodeEntry first{SimReport(0), kNow};
-  const size_t per_node = CountSeries({first});
-  for (int i = 0; fleet.nodes.size() * per_node < target; ++i) {
-    fleet.nodes.push_back({SimReport(i), kNow});
-  }
-  size_t labels = 0;
-  for (const auto& f : accelmon::RenderNodes(fleet.nodes, kNow)) {
-    fleet.series += f.metric.size();
-    for (const auto& m : f.metric) labels += m.label.size();
-  }
-  fleet.labels_per_series = static_cast<double>(labels) / static_cast<double>(fleet.series);
-  return fleet;
-}
+using accelmon::bench::Fleet;
+using accelmon::bench::FleetOf;
+using accelmon::bench::kNow;
 
 void SetCounters(benchmark::State& state, const Fleet& fleet, size_t bytes, uint64_t allocations) {
   const auto series = static_cast<double>(fleet.series);
@@ -83,24 +41,26 @@ void SetCounters(benchmark::State& state, const Fleet& fleet, size_t bytes, uint
 }
 
 // Ours: the renderer core into the text sink, buffers kept from scrape to scrape.
+// As /metrics renders: the families' buffers are the answer's pieces, never copied together.
 void BM_RenderOurs(benchmark::State& state) {
   const Fleet& fleet = FleetOf(static_cast<size_t>(state.range(0)));
   accelmon::TextExpositionSink sink;
-  std::string out;
+  std::vector<std::string_view> pieces;
   auto scrape = [&] {
     sink.Clear();
     accelmon::EmitNodes(fleet.nodes, kNow, sink);
-    out.clear();
-    sink.AppendTo(out);
+    sink.Pieces(pieces);
   };
   scrape();  // warm-up: buffers grow to their steady-state size
   scrape();
   const uint64_t before = AllocationCount();
   for (auto _ : state) {
     scrape();
-    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(pieces.data());
   }
-  SetCounters(state, fleet, out.size(), AllocationCount() - before);
+  size_t bytes = 0;
+  for (const auto piece : pieces) bytes += piece.size();
+  SetCounters(state, fleet, bytes, AllocationCount() - before);
 }
 BENCHMARK(BM_RenderOurs)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
 
@@ -174,25 +134,95 @@ void BM_RenderPeer(benchmark::State& state) {
 BENCHMARK(BM_RenderPeer)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
 
 // gzip level 1 of our exposition, as /metrics sends it to a scraper that asks.
-void BM_Gzip(benchmark::State& state) {
+// The gzip'd scrape as /metrics runs it: render, then libdeflate over the families' buffers.
+// ratio: plain bytes over gzip'd bytes.
+void BM_GzipScrapeOurs(benchmark::State& state) {
   const Fleet& fleet = FleetOf(static_cast<size_t>(state.range(0)));
   accelmon::TextExpositionSink sink;
-  accelmon::EmitNodes(fleet.nodes, kNow, sink);
-  std::string text;
-  sink.AppendTo(text);
+  std::vector<std::string_view> pieces;
   accelmon::GzipEncoder encoder;
-  std::string compressed;
-  encoder.Encode(text, compressed);
+  std::string_view compressed;
+  auto scrape = [&] {
+    sink.Clear();
+    accelmon::EmitNodes(fleet.nodes, kNow, sink);
+    sink.Pieces(pieces);
+    compressed = encoder.Encode(pieces);
+  };
+  scrape();
+  scrape();
   const uint64_t before = AllocationCount();
   for (auto _ : state) {
-    encoder.Encode(text, compressed);
+    scrape();
     benchmark::DoNotOptimize(compressed.data());
   }
+  size_t plain = 0;
+  for (const auto piece : pieces) plain += piece.size();
+  SetCounters(state, fleet, compressed.size(), AllocationCount() - before);
+  state.counters["ratio"] = static_cast<double>(plain) / static_cast<double>(compressed.size());
+}
+BENCHMARK(BM_GzipScrapeOurs)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
+
+// The zstd'd scrape (a client that asks for zstd): streamed over the pieces, no copy.
+void BM_ZstdScrapeOurs(benchmark::State& state) {
+  const Fleet& fleet = FleetOf(static_cast<size_t>(state.range(0)));
+  accelmon::TextExpositionSink sink;
+  std::vector<std::string_view> pieces;
+  accelmon::ZstdEncoder encoder;
+  std::string_view compressed;
+  auto scrape = [&] {
+    sink.Clear();
+    accelmon::EmitNodes(fleet.nodes, kNow, sink);
+    sink.Pieces(pieces);
+    compressed = encoder.Encode(pieces);
+  };
+  scrape();
+  scrape();
+  const uint64_t before = AllocationCount();
+  for (auto _ : state) {
+    scrape();
+    benchmark::DoNotOptimize(compressed.data());
+  }
+  size_t plain = 0;
+  for (const auto piece : pieces) plain += piece.size();
+  SetCounters(state, fleet, compressed.size(), AllocationCount() - before);
+  state.counters["ratio"] = static_cast<double>(plain) / static_cast<double>(compressed.size());
+}
+BENCHMARK(BM_ZstdScrapeOurs)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
+
+// The anchor, what /metrics did before: the text in one string, then zlib deflate level 1 with
+// gzip framing, state and output kept between scrapes.
+void BM_GzipScrapeZlib(benchmark::State& state) {
+  const Fleet& fleet = FleetOf(static_cast<size_t>(state.range(0)));
+  accelmon::TextExpositionSink sink;
+  std::string text, compressed;
+  z_stream z{};
+  deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  auto scrape = [&] {
+    sink.Clear();
+    accelmon::EmitNodes(fleet.nodes, kNow, sink);
+    text.clear();
+    sink.AppendTo(text);
+    deflateReset(&z);
+    compressed.resize(deflateBound(&z, text.size()));
+    z.next_in = reinterpret_cast<Bytef*>(text.data());
+    z.avail_in = static_cast<uInt>(text.size());
+    z.next_out = reinterpret_cast<Bytef*>(compressed.data());
+    z.avail_out = static_cast<uInt>(compressed.size());
+    deflate(&z, Z_FINISH);
+    compressed.resize(z.total_out);
+  };
+  scrape();
+  const uint64_t before = AllocationCount();
+  for (auto _ : state) {
+    scrape();
+    benchmark::DoNotOptimize(compressed.data());
+  }
+  deflateEnd(&z);
   SetCounters(state, fleet, compressed.size(), AllocationCount() - before);
   state.counters["ratio"] =
       static_cast<double>(text.size()) / static_cast<double>(compressed.size());
 }
-BENCHMARK(BM_Gzip)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_GzipScrapeZlib)->Arg(1000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

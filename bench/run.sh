@@ -34,8 +34,12 @@ section "Recording: throughput" recording-throughput \
   gbench "$build/bench/recording_bench" --benchmark_min_time=0.5
 section "Recording: bytes on disk against Prometheus's TSDB" recording-tsdb \
   bash bench/recording_vs_tsdb.sh "$build"
+section "Recording: a lone node against Prometheus's TSDB" lone-node-recording \
+  bash bench/lone_node_recording.sh "$build"
 section "/metrics render: accelmon vs prometheus-cpp" render \
   gbench "$build/bench/render_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+section "/metrics over HTTP: plain, gzip and zstd against the peers' own gzip'd /metrics" scrape \
+  bash bench/scrape_encodings.sh "$build"
 section "Offline diagnosis: accelmon diagnose" diagnose \
   gbench "$build/bench/diagnose_bench" --benchmark_min_time=0.5
 section "Attribution: the agent cycle with and without 64 Slurm processes" attribution \

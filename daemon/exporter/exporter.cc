@@ -88,7 +88,9 @@ void Exporter::Start() {
   renderer_->set_diagnostics(diagnostics_.get());
   http_ = std::make_unique<HttpServer>(
       options_.web_listen_address,
-      [renderer = renderer_.get()](std::string& out) { renderer->RenderText(out); },
+      [renderer = renderer_.get()](std::vector<std::string_view>& pieces) {
+        renderer->RenderPieces(pieces);
+      },
       options_.web_config, options_.web_limits);
   status_ = std::make_unique<StatusRenderer>(store_, stats_, diagnostics_.get());
   http_->set_status([status = status_.get()](std::string_view node, std::string& out) {

@@ -1,31 +1,44 @@
 #include "daemon/exporter/gzip_encoder.h"
 
+#include <libdeflate.h>
+
+#include <algorithm>
 #include <stdexcept>
 
 namespace accelmon {
+namespace {
 
-GzipEncoder::GzipEncoder() {
-  constexpr int kGzipWindowBits = 15 + 16;  // 32 KiB window, gzip header and trailer
-  if (deflateInit2(&stream_, 1, Z_DEFLATED, kGzipWindowBits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-    throw std::runtime_error("zlib: deflateInit2 failed");
-  }
+// libdeflate's level 1 on a 100k-series exposition (bench/README.md): 1.76 MB, 4.9 % more than
+// zlib's level 6 (1.68 MB) and less than zlib's level 1 (1.98 MB), in 42 % of zlib level 1's
+// time. The next levels cost 30 % more time for 3 % fewer bytes.
+constexpr int kLevel = 1;
+
+}  // namespace
+
+GzipEncoder::GzipEncoder() : compressor_(libdeflate_alloc_compressor(kLevel)) {
+  if (compressor_ == nullptr) throw std::runtime_error("libdeflate: cannot allocate a compressor");
 }
 
-GzipEncoder::~GzipEncoder() { deflateEnd(&stream_); }
+GzipEncoder::~GzipEncoder() { libdeflate_free_compressor(compressor_); }
 
-void GzipEncoder::Encode(std::string_view in, std::string& out) {
-  if (deflateReset(&stream_) != Z_OK) throw std::runtime_error("zlib: deflateReset failed");
-  // deflateBound is enough for one deflate(Z_FINISH) call to finish.
-  out.resize(deflateBound(&stream_, in.size()));
-  // zlib's interface is not const-correct; it never writes through next_in.
-  stream_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  stream_.avail_in = static_cast<uInt>(in.size());
-  stream_.next_out = reinterpret_cast<Bytef*>(out.data());
-  stream_.avail_out = static_cast<uInt>(out.size());
-  if (deflate(&stream_, Z_FINISH) != Z_STREAM_END) {
-    throw std::runtime_error("zlib: deflate did not finish");
+std::string_view GzipEncoder::Encode(std::span<const std::string_view> pieces) {
+  std::string_view in;
+  if (pieces.size() == 1) {
+    in = pieces[0];
+  } else {
+    gathered_.clear();
+    for (const std::string_view piece : pieces) gathered_ += piece;
+    in = gathered_;
   }
-  out.resize(stream_.total_out);
+  const size_t bound = libdeflate_gzip_compress_bound(compressor_, in.size());
+  if (bound > capacity_) {  // grows rarely: the buffer keeps its size between scrapes
+    buffer_.reset(new char[bound]);
+    capacity_ = bound;
+  }
+  const size_t size =
+      libdeflate_gzip_compress(compressor_, in.data(), in.size(), buffer_.get(), capacity_);
+  if (size == 0) throw std::runtime_error("libdeflate: gzip output did not fit its bound");
+  return {buffer_.get(), size};
 }
 
 }  // namespace accelmon

@@ -22,6 +22,7 @@
 
 #include "daemon/exporter/gzip_encoder.h"
 #include "daemon/exporter/status_page_assets.h"
+#include "daemon/exporter/zstd_encoder.h"
 
 namespace accelmon {
 namespace {
@@ -82,15 +83,24 @@ std::optional<std::string> DecodeBase64(std::string_view in) {
   return out;
 }
 
-// Whether the scraper takes gzip ("gzip", "gzip, deflate", "gzip;q=1.0"; not "gzip;q=0").
-bool AcceptsGzip(mg_connection* conn) {
-  const char* header = mg_get_header(conn, "Accept-Encoding");
-  if (header == nullptr) return false;
-  const std::string_view accept = header;
-  const size_t at = accept.find("gzip");
+// Whether `accept` (an Accept-Encoding value) takes `coding` ("gzip", "gzip, deflate",
+// "gzip;q=1.0"; not "gzip;q=0").
+bool Accepts(std::string_view accept, std::string_view coding) {
+  const size_t at = accept.find(coding);
   if (at == std::string_view::npos) return false;
-  const std::string_view rest = accept.substr(at + 4);
+  const std::string_view rest = accept.substr(at + coding.size());
   return !(rest.starts_with(";q=0") && !rest.starts_with(";q=0."));
+}
+
+enum class Coding { kIdentity, kGzip, kZstd };
+
+// zstd when the client takes it (smaller and faster), else gzip (what Prometheus asks for).
+Coding ChooseCoding(mg_connection* conn) {
+  const char* header = mg_get_header(conn, "Accept-Encoding");
+  if (header == nullptr) return Coding::kIdentity;
+  if (Accepts(header, "zstd")) return Coding::kZstd;
+  if (Accepts(header, "gzip")) return Coding::kGzip;
+  return Coding::kIdentity;
 }
 
 // civetweb hands init_ssl only its own user data, so the server being started is passed here,
@@ -196,9 +206,10 @@ constexpr const char* kDummyBcrypt = "$2b$10$WZZqgg1a3oNs5I3uG9Zs/uu7WsMgWFrPtbO
 // capacity; a few sets for the server, not one per worker thread (there are hundreds, and each
 // set grows to a whole exposition).
 struct ScrapeBuffers {
-  std::string body;
-  std::string compressed;
-  GzipEncoder encoder;
+  std::string body;                      // the status page's JSON
+  std::vector<std::string_view> pieces;  // what the answer is, in order
+  GzipEncoder gzip;
+  ZstdEncoder zstd;
 };
 
 class ScrapeBufferPool {
@@ -228,22 +239,33 @@ ScrapeBufferPool& ScrapeBuffersOf() {
 
 namespace {
 
-// Answers 200 with `buffers.body`, gzip'd when the client accepts it.
+// Answers 200 with `buffers.pieces` one after the other, compressed when the client accepts it.
 void SendRendered(mg_connection* conn, std::string_view content_type, ScrapeBuffers& buffers,
                   bool head) {
-  std::string_view payload = buffers.body;
-  const bool gzip = AcceptsGzip(conn);
-  if (gzip) {
-    buffers.encoder.Encode(buffers.body, buffers.compressed);
-    payload = buffers.compressed;
+  const Coding coding = ChooseCoding(conn);
+  std::string_view compressed;
+  size_t length = 0;
+  if (coding == Coding::kGzip) compressed = buffers.gzip.Encode(buffers.pieces);
+  if (coding == Coding::kZstd) compressed = buffers.zstd.Encode(buffers.pieces);
+  if (coding == Coding::kIdentity) {
+    for (const std::string_view piece : buffers.pieces) length += piece.size();
+  } else {
+    length = compressed.size();
   }
+  const char* encoding = coding == Coding::kGzip   ? "Content-Encoding: gzip\r\n"
+                         : coding == Coding::kZstd ? "Content-Encoding: zstd\r\n"
+                                                   : "";
   mg_printf(conn,
             "HTTP/1.1 200 OK\r\nContent-Type: %.*s\r\n"
             "%sVary: Accept-Encoding\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
             "Connection: close\r\n\r\n",
-            static_cast<int>(content_type.size()), content_type.data(),
-            gzip ? "Content-Encoding: gzip\r\n" : "", payload.size());
-  if (!head) mg_write(conn, payload.data(), payload.size());
+            static_cast<int>(content_type.size()), content_type.data(), encoding, length);
+  if (head) return;
+  if (coding != Coding::kIdentity) {
+    mg_write(conn, compressed.data(), compressed.size());
+    return;
+  }
+  for (const std::string_view piece : buffers.pieces) mg_write(conn, piece.data(), piece.size());
 }
 
 }  // namespace
@@ -488,6 +510,7 @@ int HttpServer::ServeStatusPage(mg_connection* conn, std::string_view uri,
   }
   std::unique_ptr<ScrapeBuffers> buffers = ScrapeBuffersOf().Take();
   status(node, buffers->body);
+  buffers->pieces.assign(1, buffers->body);
   SendRendered(conn, "application/json", *buffers, method == "HEAD");
   ScrapeBuffersOf().Give(std::move(buffers));
   return 200;
@@ -495,7 +518,7 @@ int HttpServer::ServeStatusPage(mg_connection* conn, std::string_view uri,
 
 int HttpServer::ServeMetrics(mg_connection* conn, bool head) const {
   std::unique_ptr<ScrapeBuffers> buffers = ScrapeBuffersOf().Take();
-  render_metrics_(buffers->body);
+  render_metrics_(buffers->pieces);
   SendRendered(conn, "text/plain; version=0.0.4; charset=utf-8", *buffers, head);
   ScrapeBuffersOf().Give(std::move(buffers));
   return 200;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "daemon/exporter/web_config.h"
 
@@ -19,9 +20,10 @@ struct ssl_ctx_st;
 
 namespace accelmon {
 
-// Replaces `out` with the /metrics exposition (text format 0.0.4). Called from several server
+// Replaces `pieces` with the /metrics exposition (text format 0.0.4), in pieces to write one
+// after the other, valid until the calling thread renders again. Called from several server
 // threads at once.
-using RenderMetricsFn = std::function<void(std::string& out)>;
+using RenderMetricsFn = std::function<void(std::vector<std::string_view>& pieces)>;
 
 // Replaces `out` with the status page's JSON (status_json.h); `node` asks for one node's devices.
 using RenderStatusFn = std::function<void(std::string_view node, std::string& out)>;

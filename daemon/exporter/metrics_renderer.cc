@@ -936,23 +936,31 @@ std::vector<MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t
   return std::move(sink).Take();
 }
 
-void StateRenderer::RenderText(std::string& out) const {
+const TextExpositionSink& StateRenderer::Render() const {
   const auto start = std::chrono::steady_clock::now();
   const Clock::time_point now = clock_();
   const std::vector<NodeEntry> nodes = store_.Snapshot(now);
   // One sink per thread: civetweb's worker threads live as long as the server, so each keeps
   // its family buffers from one scrape to the next.
   thread_local TextExpositionSink sink;
-  out.clear();
   sink.Clear();
   EmitNodes(nodes, now, sink);
   EmitJobs(nodes, sink);
   EmitExporterStats(stats_, nodes.size(), sink);
   if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(), sink);
-  sink.AppendTo(out);
   stats_.last_scrape_series = sink.samples();
   stats_.last_scrape_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return sink;
+}
+
+void StateRenderer::RenderPieces(std::vector<std::string_view>& pieces) const {
+  Render().Pieces(pieces);
+}
+
+void StateRenderer::RenderText(std::string& out) const {
+  out.clear();
+  Render().AppendTo(out);
 }
 
 }  // namespace accelmon

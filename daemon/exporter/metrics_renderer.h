@@ -14,6 +14,7 @@
 #include "daemon/exporter/exporter_stats.h"
 #include "daemon/exporter/metric_sink.h"
 #include "daemon/exporter/node_store.h"
+#include "daemon/exporter/text_exposition.h"
 
 namespace accelmon {
 
@@ -48,14 +49,21 @@ class StateRenderer {
                 std::function<Clock::time_point()> clock = Clock::now)
       : store_(store), stats_(stats), clock_(std::move(clock)) {}
 
-  // Replaces `out` with the exposition. Safe to call from several threads at once: each thread
-  // renders into buffers of its own, which it keeps for its next scrape.
+  // Replaces `pieces` with the exposition, in pieces to write one after the other (what
+  // /metrics does: no copy into one string). Safe to call from several threads at once: each
+  // thread renders into buffers of its own, which it keeps for its next scrape; the pieces point
+  // into them and stay valid until the same thread renders again.
+  void RenderPieces(std::vector<std::string_view>& pieces) const;
+  // The same in one string (tests, tools).
   void RenderText(std::string& out) const;
 
   // Also renders the diagnostics series (the diagnostics worker's latest snapshot).
   void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
 
  private:
+  // Renders into this thread's sink and returns it.
+  const TextExpositionSink& Render() const;
+
   NodeStore& store_;
   ExporterStats& stats_;
   DiagnosticsService* diagnostics_ = nullptr;

@@ -63,33 +63,35 @@ void AppendHelp(std::string& out, std::string_view help) { AppendEscaped(out, he
 void TextExpositionSink::Clear() {
   used_ = 0;
   samples_ = 0;
+  cache_.size = 0;  // each exposition starts afresh
 }
 
 size_t TextExpositionSink::Family(std::string_view name, std::string_view help, MetricKind kind) {
   if (used_ == families_.size()) families_.emplace_back();
   FamilyText& f = families_[used_];
   f.name.assign(name);  // assign and clear keep the capacity of the previous scrape
-  f.help.assign(help);
-  f.kind = kind;
-  f.lines.clear();
+  // The HELP and TYPE lines go first into the family's own text, so that a family with samples
+  // is one contiguous piece (Pieces): /metrics writes and compresses the pieces as they are.
+  std::string& text = f.text;
+  text.clear();
+  text += "# HELP ";
+  text += name;
+  text += ' ';
+  AppendHelp(text, help);
+  text += "\n# TYPE ";
+  text += name;
+  text += kind == MetricKind::kCounter ? " counter\n" : " gauge\n";
+  f.header_size = text.size();
   return used_++;
 }
 
 void TextExpositionSink::Sample(size_t family, std::span<const Label> labels, double value) {
   ++samples_;
   FamilyText& f = families_[family];
-  std::string& out = f.lines;
+  std::string& out = f.text;
   out += f.name;
   if (!labels.empty()) {
-    char separator = '{';
-    for (const Label& l : labels) {
-      out += separator;
-      out += l.name;
-      out += "=\"";
-      AppendLabelValue(out, l.value);
-      out += '"';
-      separator = ',';
-    }
+    out += LabelText(labels);
     out += '}';
   }
   out += ' ';
@@ -97,18 +99,49 @@ void TextExpositionSink::Sample(size_t family, std::span<const Label> labels, do
   out += '\n';
 }
 
+// The renderer walks a device's series one family after the other, each with the same leading
+// labels (node, device, uuid, vendor, model): the labels that equal the previous sample's keep
+// their rendered text, and only the ones after the first difference are escaped again. Labels
+// are compared by content, never by address (a label's text may live in a reused buffer).
+std::string_view TextExpositionSink::LabelText(std::span<const Label> labels) {
+  LabelCache& c = cache_;
+  size_t same = 0;
+  while (same < labels.size() && same < c.size && labels[same].name == c.names[same] &&
+         labels[same].value == c.values[same]) {
+    ++same;
+  }
+  c.text.resize(same == 0 ? 0 : c.ends[same - 1]);
+  for (size_t i = same; i < labels.size(); ++i) {
+    if (i == c.names.size()) {
+      c.names.emplace_back();
+      c.values.emplace_back();
+      c.ends.emplace_back();
+    }
+    c.names[i].assign(labels[i].name);  // assign keeps the capacity: no allocation once warm
+    c.values[i].assign(labels[i].value);
+    c.text += i == 0 ? '{' : ',';
+    c.text += labels[i].name;
+    c.text += "=\"";
+    AppendLabelValue(c.text, labels[i].value);
+    c.text += '"';
+    c.ends[i] = c.text.size();
+  }
+  c.size = labels.size();
+  return c.text;
+}
+
+void TextExpositionSink::Pieces(std::vector<std::string_view>& pieces) const {
+  pieces.clear();
+  for (size_t i = 0; i < used_; ++i) {
+    const FamilyText& f = families_[i];
+    if (f.text.size() > f.header_size) pieces.emplace_back(f.text);
+  }
+}
+
 void TextExpositionSink::AppendTo(std::string& out) const {
   for (size_t i = 0; i < used_; ++i) {
     const FamilyText& f = families_[i];
-    if (f.lines.empty()) continue;
-    out += "# HELP ";
-    out += f.name;
-    out += ' ';
-    AppendHelp(out, f.help);
-    out += "\n# TYPE ";
-    out += f.name;
-    out += f.kind == MetricKind::kCounter ? " counter\n" : " gauge\n";
-    out += f.lines;
+    if (f.text.size() > f.header_size) out += f.text;
   }
 }
 

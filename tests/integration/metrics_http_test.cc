@@ -1,6 +1,7 @@
 // /metrics from a real exporter over real HTTP on loopback: gzip when asked (the same exposition
 // once inflated), basic auth from the web config.
 #include <gtest/gtest.h>
+#include <zstd.h>
 
 #include <sstream>
 
@@ -72,6 +73,41 @@ TEST(MetricsHttp, GzipWhenAskedIsTheSameExposition) {
 
   // Other paths are not found.
   EXPECT_EQ(HttpGet("127.0.0.1", exporter.web_port(), "/nothing").status, 404);
+}
+
+std::string Unzstd(const std::string& in) {
+  const unsigned long long size = ZSTD_getFrameContentSize(in.data(), in.size());
+  EXPECT_NE(size, ZSTD_CONTENTSIZE_ERROR);
+  EXPECT_NE(size, ZSTD_CONTENTSIZE_UNKNOWN);
+  std::string out(size, '\0');
+  const size_t n = ZSTD_decompress(out.data(), out.size(), in.data(), in.size());
+  EXPECT_FALSE(ZSTD_isError(n)) << ZSTD_getErrorName(n);
+  out.resize(n);
+  return out;
+}
+
+TEST(MetricsHttp, ZstdWhenAskedIsTheSameExpositionAndWinsOverGzip) {
+  LoopbackExporter exporter;
+  AddSimulatedNodes(exporter);
+  const int port = exporter.web_port();
+  const auto plain = HttpGet("127.0.0.1", port, "/metrics");
+  ASSERT_EQ(plain.status, 200);
+
+  // curl --compressed sends every coding it reads; zstd is the smaller and faster one.
+  const auto zstd =
+      HttpGet("127.0.0.1", port, "/metrics", {"Accept-Encoding: deflate, gzip, zstd"});
+  ASSERT_EQ(zstd.status, 200);
+  EXPECT_NE(zstd.headers.find("Content-Encoding: zstd"), std::string::npos);
+  EXPECT_LT(zstd.body.size() * 4, plain.body.size());
+  EXPECT_EQ(WithoutScrapeDuration(Unzstd(zstd.body)), WithoutScrapeDuration(plain.body));
+
+  // A coding refused with q=0 is not used.
+  const auto gzip = HttpGet("127.0.0.1", port, "/metrics", {"Accept-Encoding: zstd;q=0, gzip"});
+  EXPECT_NE(gzip.headers.find("Content-Encoding: gzip"), std::string::npos);
+  EXPECT_EQ(WithoutScrapeDuration(Gunzip(gzip.body)), WithoutScrapeDuration(plain.body));
+  const auto none = HttpGet("127.0.0.1", port, "/metrics", {"Accept-Encoding: br"});
+  EXPECT_EQ(none.headers.find("Content-Encoding"), std::string::npos);
+  EXPECT_EQ(ParseExposition(none.body).size(), ParseExposition(plain.body).size());
 }
 
 TEST(MetricsHttp, BasicAuthRefusesWithoutCredentials) {

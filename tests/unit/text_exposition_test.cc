@@ -79,5 +79,43 @@ TEST(TextExposition, FamiliesGroupedWithHelpAndTypeOnce) {
   }
 }
 
+TEST(TextExposition, LabelsSharedWithThePreviousSampleAreComparedByContentNotAddress) {
+  TextExpositionSink sink;
+  const size_t used = sink.Family("x_used", "Used.", MetricKind::kGauge);
+  const size_t link = sink.Family("x_link", "Link.", MetricKind::kGauge);
+  // The device label lives in one reused buffer, as a renderer formatting an index would keep
+  // it: the same address, the same size, another value.
+  char device[2] = "0";
+  const std::string_view index(device, 1);
+  const Label first[] = {{"node", "n\"1"}, {"device", index}};
+  sink.Sample(used, first, 1);
+  const Label with_link[] = {{"node", "n\"1"}, {"device", index}, {"link", "nv\n0"}};
+  sink.Sample(link, with_link, 2);
+  device[0] = '1';
+  sink.Sample(used, first, 3);
+  const Label fewer[] = {{"node", "n\"1"}};
+  sink.Sample(used, fewer, 4);
+  sink.Sample(link, {}, 5);
+  sink.Sample(link, with_link, 6);
+  std::vector<std::string_view> pieces;
+  sink.Pieces(pieces);
+  std::string out;
+  for (const auto piece : pieces) out += piece;
+  EXPECT_EQ(out,
+            "# HELP x_used Used.\n"
+            "# TYPE x_used gauge\n"
+            "x_used{node=\"n\\\"1\",device=\"0\"} 1\n"
+            "x_used{node=\"n\\\"1\",device=\"1\"} 3\n"
+            "x_used{node=\"n\\\"1\"} 4\n"
+            "# HELP x_link Link.\n"
+            "# TYPE x_link gauge\n"
+            "x_link{node=\"n\\\"1\",device=\"0\",link=\"nv\\n0\"} 2\n"
+            "x_link 5\n"
+            "x_link{node=\"n\\\"1\",device=\"1\",link=\"nv\\n0\"} 6\n");
+  std::string appended;
+  sink.AppendTo(appended);
+  EXPECT_EQ(appended, out);
+}
+
 }  // namespace
 }  // namespace accelmon
