@@ -189,7 +189,7 @@ void BM_RecorderWrite(benchmark::State& state) {
           if (appended >= kWindow) wait_until(appended - kWindow);
           const NodeReport& r = pool.reports[i];
           recorder.Append(pool.wire[i], ReportKey{r.node(), r.agent_instance_id(), appended + 1},
-                          [&acked] { acked.fetch_add(1); });
+                          [&acked](bool) { acked.fetch_add(1); });
           ++appended;
         }
         values += pool.total_values;

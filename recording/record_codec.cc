@@ -1,7 +1,9 @@
 #include "recording/record_codec.h"
 
+#include <zdict.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
@@ -130,8 +132,106 @@ std::string EncodeRecord(RecordKind kind, std::string_view body, Compression com
   return record;
 }
 
+void RecordDictionary::Free::operator()(ZSTD_DDict_s* d) const { ZSTD_freeDDict(d); }
+
+bool RecordDictionary::Load(std::string_view bytes, std::string* error) {
+  ddict_.reset();
+  if (bytes.empty()) {
+    *error = "empty zstd dictionary";
+    return false;
+  }
+  if (bytes.size() > kMaxDictionaryBytes) {
+    *error = "zstd dictionary of " + std::to_string(bytes.size()) + " bytes, above the limit of " +
+             std::to_string(kMaxDictionaryBytes);
+    return false;
+  }
+  // zstd's dictionary format when the bytes begin with its magic number, else raw content. A
+  // damaged dictionary in zstd's format is refused here.
+  ddict_.reset(ZSTD_createDDict(bytes.data(), bytes.size()));
+  if (ddict_ == nullptr) {
+    *error = "zstd refuses the dictionary of " + std::to_string(bytes.size()) + " bytes";
+    return false;
+  }
+  return true;
+}
+
+struct DictionaryCompressor::Impl {
+  ZSTD_CCtx* cctx = nullptr;
+  ZSTD_CDict* cdict = nullptr;
+  int level = 3;
+  ~Impl() {
+    ZSTD_freeCDict(cdict);
+    ZSTD_freeCCtx(cctx);
+  }
+};
+
+DictionaryCompressor::DictionaryCompressor() : impl_(std::make_unique<Impl>()) {}
+DictionaryCompressor::~DictionaryCompressor() = default;
+
+bool DictionaryCompressor::Load(std::string_view dictionary, int level, std::string* error) {
+  ZSTD_freeCDict(impl_->cdict);
+  impl_->cdict = nullptr;
+  impl_->level = level;
+  if (dictionary.empty() || dictionary.size() > kMaxDictionaryBytes) {
+    *error = "zstd dictionary of " + std::to_string(dictionary.size()) + " bytes";
+    return false;
+  }
+  if (impl_->cctx == nullptr) impl_->cctx = ZSTD_createCCtx();
+  impl_->cdict = ZSTD_createCDict(dictionary.data(), dictionary.size(), level);
+  if (impl_->cctx == nullptr || impl_->cdict == nullptr) {
+    ZSTD_freeCDict(impl_->cdict);
+    impl_->cdict = nullptr;
+    *error = "zstd refuses the dictionary of " + std::to_string(dictionary.size()) + " bytes";
+    return false;
+  }
+  return true;
+}
+
+bool DictionaryCompressor::loaded() const { return impl_->cdict != nullptr; }
+
+std::string DictionaryCompressor::Encode(RecordKind kind, std::string_view body) {
+  if (impl_->cdict == nullptr) return EncodeRecord(kind, body, Compression::kZstd, impl_->level);
+  std::string record;
+  record.resize(kPrefixSize + ZSTD_compressBound(body.size()));
+  record[0] = static_cast<char>(kind);
+  record[1] = static_cast<char>(Compression::kZstdDictionary);
+  // ZSTD_compress_usingCDict writes the content size (and the dictionary's ID) into the frame.
+  const size_t written =
+      ZSTD_compress_usingCDict(impl_->cctx, record.data() + kPrefixSize,
+                               record.size() - kPrefixSize, body.data(), body.size(), impl_->cdict);
+  if (ZSTD_isError(written)) return EncodeRecord(kind, body, Compression::kZstd, impl_->level);
+  record.resize(kPrefixSize + written);
+  return record;
+}
+
+std::string BuildDictionary(const std::vector<std::string>& samples, size_t max_bytes) {
+  if (samples.empty() || max_bytes == 0) return {};
+  std::string joined;
+  std::vector<size_t> sizes;
+  sizes.reserve(samples.size());
+  for (const std::string& sample : samples) {
+    joined.append(sample);
+    sizes.push_back(sample.size());
+  }
+  std::string dictionary(max_bytes, '\0');
+  const size_t size = ZDICT_trainFromBuffer(dictionary.data(), dictionary.size(), joined.data(),
+                                            sizes.data(), static_cast<unsigned>(sizes.size()));
+  if (!ZDICT_isError(size) && size > 0) {
+    dictionary.resize(size);
+    return dictionary;
+  }
+  // Raw content: the newest samples, the newest last (zstd prefers matches near the end).
+  dictionary.clear();
+  size_t from = samples.size();
+  size_t total = 0;
+  while (from > 0 && total + samples[from - 1].size() <= max_bytes) total += samples[--from].size();
+  if (from == samples.size()) return samples.back().substr(samples.back().size() - max_bytes);
+  for (size_t i = from; i < samples.size(); ++i) dictionary.append(samples[i]);
+  return dictionary;
+}
+
 bool DecodeRecord(std::string_view record, std::string* storage, DecodedRecord* out,
-                  std::string* error) {
+                  std::string* error, const RecordDictionary* dictionary) {
   if (record.size() < kPrefixSize) {
     *error =
         "record of " + std::to_string(record.size()) + " bytes, shorter than its 2-byte prefix";
@@ -152,11 +252,19 @@ bool DecodeRecord(std::string_view record, std::string* storage, DecodedRecord* 
     out->body = payload;
     return true;
   }
-  if (compression != static_cast<uint8_t>(Compression::kZstd)) {
+  if (compression != static_cast<uint8_t>(Compression::kZstd) &&
+      compression != static_cast<uint8_t>(Compression::kZstdDictionary)) {
     *error = "unknown compression " + std::to_string(compression);
     return false;
   }
-  out->compression = Compression::kZstd;
+  out->compression = static_cast<Compression>(compression);
+  const bool with_dictionary = out->compression == Compression::kZstdDictionary;
+  if (with_dictionary && (dictionary == nullptr || !dictionary->loaded())) {
+    *error =
+        "zstd: compressed with the segment's dictionary, and the dictionary in the segment "
+        "header was not read (header missing, damaged or refused)";
+    return false;
+  }
   const unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
   if (size == ZSTD_CONTENTSIZE_ERROR) {
     *error = "zstd: not a zstd frame";
@@ -188,8 +296,20 @@ bool DecodeRecord(std::string_view record, std::string* storage, DecodedRecord* 
     return false;
   }
   storage->resize(size);
-  const size_t got =
-      ZSTD_decompress(storage->data(), storage->size(), payload.data(), payload.size());
+  size_t got = 0;
+  if (with_dictionary) {
+    // One context per thread, reused: creating one per record costs more than a small record.
+    thread_local const std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                               ZSTD_freeDCtx);
+    if (dctx == nullptr) {
+      *error = "zstd: cannot create a decompression context";
+      return false;
+    }
+    got = ZSTD_decompress_usingDDict(dctx.get(), storage->data(), storage->size(), payload.data(),
+                                     payload.size(), dictionary->get());
+  } else {
+    got = ZSTD_decompress(storage->data(), storage->size(), payload.data(), payload.size());
+  }
   if (ZSTD_isError(got)) {
     *error = std::string("zstd: ") + ZSTD_getErrorName(got);
     return false;
@@ -201,6 +321,28 @@ bool DecodeRecord(std::string_view record, std::string* storage, DecodedRecord* 
   }
   out->body = *storage;
   return true;
+}
+
+bool SegmentDecoder::Decode(std::string_view record, std::string* storage, DecodedRecord* out,
+                            std::string* error) {
+  if (!DecodeRecord(record, storage, out, error, &dictionary_)) return false;
+  if (out->kind == RecordKind::kSegmentHeader) {
+    v1::SegmentHeader header;
+    if (header.ParseFromArray(out->body.data(), static_cast<int>(out->body.size()))) {
+      UseHeader(header);
+    } else {
+      dictionary_.Clear();
+      dictionary_error_ = "the segment header does not parse";
+    }
+  }
+  return true;
+}
+
+void SegmentDecoder::UseHeader(const v1::SegmentHeader& header) {
+  dictionary_.Clear();
+  dictionary_error_.clear();
+  if (header.zstd_dictionary().empty()) return;
+  dictionary_.Load(header.zstd_dictionary(), &dictionary_error_);
 }
 
 }  // namespace accelmon::recording

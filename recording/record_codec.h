@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,12 +11,20 @@
 #include "accelmon/v1/recording.pb.h"
 #include "accelmon/v1/telemetry.pb.h"
 
+struct ZSTD_DDict_s;  // zstd.h
+
 namespace accelmon::recording {
 
 enum class RecordKind : uint8_t { kReportBatch = 1, kSegmentHeader = 2, kTailIndex = 3 };
-enum class Compression : uint8_t { kNone = 0, kZstd = 1 };
+// kZstdDictionary: zstd with the dictionary in the segment's header (format version 2).
+enum class Compression : uint8_t { kNone = 0, kZstd = 1, kZstdDictionary = 2 };
 
-inline constexpr uint32_t kFormatVersion = 1;
+// What writers write: 2 (segment headers may carry a zstd dictionary). Readers read every version
+// from kOldestFormatVersion up to it.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestFormatVersion = 1;
+// A dictionary in a header larger than this is damage (writers use 32 KiB).
+inline constexpr size_t kMaxDictionaryBytes = size_t{1} << 20;
 // Far above any real batch; a record that claims to decompress to more is damage.
 inline constexpr uint64_t kMaxRecordBody = uint64_t{256} << 20;
 
@@ -49,6 +58,49 @@ std::string UncompressedRecordPrefix(RecordKind kind);
 std::string EncodeRecord(RecordKind kind, std::string_view body, Compression compression,
                          int level = 3);
 
+// A segment's zstd dictionary, ready for decompression (reader side).
+class RecordDictionary {
+ public:
+  RecordDictionary() = default;
+  // Loads `bytes` (SegmentHeader.zstd_dictionary). False with `error` set when zstd refuses it;
+  // the dictionary is then unloaded, and records that need it are unreadable.
+  bool Load(std::string_view bytes, std::string* error);
+  void Clear() { ddict_.reset(); }
+  bool loaded() const { return ddict_ != nullptr; }
+  ZSTD_DDict_s* get() const { return ddict_.get(); }
+
+ private:
+  struct Free {
+    void operator()(ZSTD_DDict_s* d) const;
+  };
+  std::unique_ptr<ZSTD_DDict_s, Free> ddict_;
+};
+
+// Compresses records with one dictionary (writer side): level and dictionary fixed at Load.
+class DictionaryCompressor {
+ public:
+  DictionaryCompressor();
+  ~DictionaryCompressor();
+  DictionaryCompressor(const DictionaryCompressor&) = delete;
+  DictionaryCompressor& operator=(const DictionaryCompressor&) = delete;
+
+  // False with `error` set when zstd refuses the dictionary.
+  bool Load(std::string_view dictionary, int level, std::string* error);
+  bool loaded() const;
+  // A record of `kind` compressed kZstdDictionary (one zstd frame with its content size); falls
+  // back to plain zstd, then to none, when compression fails.
+  std::string Encode(RecordKind kind, std::string_view body);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A dictionary of at most `max_bytes` for compressing reports like `samples` (reports' wire
+// bytes): zstd's trainer (ZDICT_trainFromBuffer) over them; when it cannot train (too few or too
+// similar samples), raw content: the newest samples, up to `max_bytes`. Empty without samples.
+std::string BuildDictionary(const std::vector<std::string>& samples, size_t max_bytes);
+
 struct DecodedRecord {
   RecordKind kind{};
   Compression compression{};
@@ -56,8 +108,31 @@ struct DecodedRecord {
 };
 
 // False with `error` set ("unknown record kind 7", "zstd: ...") when the record is not one we
-// can read; the caller treats that as damage of this record only.
+// can read; the caller treats that as damage of this record only. A record compressed with the
+// segment's dictionary needs `dictionary` loaded (from the segment's header): without it, it is
+// unreadable ("... the segment header's dictionary was not read").
 bool DecodeRecord(std::string_view record, std::string* storage, DecodedRecord* out,
-                  std::string* error);
+                  std::string* error, const RecordDictionary* dictionary = nullptr);
+
+// Decodes the records of one segment read from its start: the dictionary of its SegmentHeader
+// (the first record) is kept for the records after it. For readers that do not otherwise look at
+// the header.
+class SegmentDecoder {
+ public:
+  // As DecodeRecord. A SegmentHeader record is also parsed, and its dictionary loaded; a header
+  // that does not parse, or whose dictionary zstd refuses, still decodes (the caller judges the
+  // header), but the records that need its dictionary will not (dictionary_error() says why).
+  bool Decode(std::string_view record, std::string* storage, DecodedRecord* out,
+              std::string* error);
+  // Uses the dictionary of `header` for the records after it.
+  void UseHeader(const v1::SegmentHeader& header);
+  const RecordDictionary& dictionary() const { return dictionary_; }
+  // Why the header's dictionary could not be loaded; empty when it was, or there was none.
+  const std::string& dictionary_error() const { return dictionary_error_; }
+
+ private:
+  RecordDictionary dictionary_;
+  std::string dictionary_error_;
+};
 
 }  // namespace accelmon::recording

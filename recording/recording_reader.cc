@@ -160,7 +160,10 @@ class SegmentSource final : public RecordingReader::Source {
     record_size_ = record.size();
     DecodedRecord decoded;
     std::string error;
-    if (!DecodeRecord(record, &storage_, &decoded, &error)) {
+    if (!DecodeRecord(record, &storage_, &decoded, &error, &dictionary_)) {
+      if (decoded.compression == Compression::kZstdDictionary && !dictionary_error_.empty()) {
+        error += ": " + dictionary_error_;
+      }
       AddDamage(record_offset_, record.size(), "undecodable record: " + error);
       return !stopped_;
     }
@@ -183,17 +186,29 @@ class SegmentSource final : public RecordingReader::Source {
       AddDamage(record_offset_, record_size_, "segment header does not parse");
       return;
     }
-    if (header.format_version() != kFormatVersion) {
+    if (header.format_version() < kOldestFormatVersion ||
+        header.format_version() > kFormatVersion) {
       // A newer writer's format: nothing after this point can be read safely.
       AddDamage(record_offset_, data_.size() - record_offset_,
                 "segment format version " + std::to_string(header.format_version()) +
-                    " (this accelmon reads version " + std::to_string(kFormatVersion) + ")");
+                    " (this accelmon reads versions " + std::to_string(kOldestFormatVersion) +
+                    " to " + std::to_string(kFormatVersion) + ")");
       stopped_ = true;
       return;
     }
-    if (first) {
-      segment().header = true;
-      segment().writer = header.writer();
+    if (!first) return;
+    segment().header = true;
+    segment().writer = header.writer();
+    dictionary_error_ = "the segment header carries no dictionary";
+    if (!header.zstd_dictionary().empty()) {
+      dictionary_error_.clear();
+      std::string error;
+      if (!dictionary_.Load(header.zstd_dictionary(), &error)) {
+        // The header's other fields are fine; the records compressed with the dictionary are
+        // each reported unreadable as they come.
+        dictionary_error_ = "the segment header's zstd dictionary is unusable (" + error + ")";
+        AddDamage(record_offset_, record_size_, dictionary_error_);
+      }
     }
   }
 
@@ -257,6 +272,9 @@ class SegmentSource final : public RecordingReader::Source {
   const size_t segment_index_;
   std::string scratch_;  // a fragmented record, reassembled
   std::string storage_;  // a decompressed record body
+  // From the segment's header: for the records compressed with it.
+  RecordDictionary dictionary_;
+  std::string dictionary_error_ = "the segment's header was not read";
   std::string_view batch_;
   size_t batch_pos_ = 0;
   uint64_t report_index_ = 0;

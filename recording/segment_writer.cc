@@ -101,11 +101,12 @@ SegmentKeys ReadSegmentKeys(const std::string& path, RecoveredWatermarks* out) {
   std::string_view record;
   std::string scratch;
   std::string storage;
+  SegmentDecoder decoder;  // the header's dictionary, for the records after it
   bool first = true;
   while (reader.ReadRecord(&record, &scratch)) {
     DecodedRecord decoded;
     std::string error;
-    if (!DecodeRecord(record, &storage, &decoded, &error)) {
+    if (!decoder.Decode(record, &storage, &decoded, &error)) {
       out->damage.push_back(
           fmt::format("{}: record at offset {}: {}", path, reader.record_offset(), error));
     } else if (decoded.kind == RecordKind::kSegmentHeader) {
@@ -350,6 +351,7 @@ void SegmentWriter::OpenSegment() {
     w->set_agent_instance_id(mark.agent_instance_id);
     w->set_sequence(mark.sequence);
   }
+  header.set_zstd_dictionary(dictionary_);
   const std::string record = EncodeRecord(RecordKind::kSegmentHeader, header.SerializeAsString(),
                                           options_.compression, options_.zstd_level);
   LogWriter log(0);
@@ -368,6 +370,13 @@ void SegmentWriter::OpenSegment() {
   log_ = log;
   dirty_ = false;
   current_has_batches_ = false;
+  std::string error;
+  if (!dictionary_.empty() && !compressor_.Load(dictionary_, options_.zstd_level, &error)) {
+    // Not expected (zstd made it): the records go plain zstd, which any reader reads.
+    spdlog::warn("recording: {}: records without the dictionary", error);
+  }
+  samples_.clear();
+  sample_bytes_ = 0;
   segments_.push_back(Segment{.index = index,
                               .path = path,
                               .bytes = log.offset(),
@@ -405,21 +414,64 @@ void SegmentWriter::WriteFramed(const std::string& bytes) {
   throw std::runtime_error("cannot write " + seg.path + ": " + ErrnoText(err));
 }
 
+bool SegmentWriter::SamplesReady() const {
+  return sample_bytes_ >= options_.dictionary_sample_bytes && !samples_.empty();
+}
+
+void SegmentWriter::SampleReports(const Batch& batch) {
+  if (options_.compression != Compression::kZstd || options_.dictionary_bytes == 0) return;
+  if (SamplesReady() || !SplitReportBatch(batch.body, &split_)) return;
+  for (const std::string_view report : split_) {
+    samples_.emplace_back(report);
+    sample_bytes_ += report.size();
+    if (SamplesReady()) break;
+  }
+}
+
+void SegmentWriter::MakeDictionary() {
+  if (!SamplesReady()) return;  // keep the one we have, if any
+  const auto start = std::chrono::steady_clock::now();
+  std::string dictionary = BuildDictionary(samples_, options_.dictionary_bytes);
+  if (dictionary.empty()) return;
+  dictionary_ = std::move(dictionary);
+  ++stats_.dictionaries;
+  stats_.dictionary_bytes = dictionary_.size();
+  spdlog::debug("recording: zstd dictionary of {} bytes from {} reports in {} ms",
+                dictionary_.size(), samples_.size(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count());
+}
+
 void SegmentWriter::AppendBatch(const Batch& batch) {
   if (batch.empty()) return;
-  const std::string record =
-      EncodeRecord(RecordKind::kReportBatch, batch.body, options_.compression, options_.zstd_level);
+  SampleReports(batch);
+  // The first segment after a start has no dictionary: once the samples are in, the next one
+  // begins with it.
+  const bool for_dictionary = fd_ >= 0 && current_has_batches_ && !compressor_.loaded() &&
+                              SamplesReady() && dictionary_.empty();
+  const auto encode = [&] {
+    return compressor_.loaded() ? compressor_.Encode(RecordKind::kReportBatch, batch.body)
+                                : EncodeRecord(RecordKind::kReportBatch, batch.body,
+                                               options_.compression, options_.zstd_level);
+  };
+  std::string record = for_dictionary ? std::string() : encode();
   // Framed for the current segment first, to see whether it still fits.
   LogWriter framing = log_;
   framed_.clear();
   framing.AddRecord(record, &framed_);
   const bool full = fd_ >= 0 && current_has_batches_ && framing.offset() > segment_limit_;
-  if (full || fd_ < 0) {
+  if (full || for_dictionary || fd_ < 0) {
     const std::string closed = fd_ >= 0 ? segments_.back().path : std::string();
+    if (full || for_dictionary) MakeDictionary();
     CloseSegment();
     OpenSegment();
-    if (full) spdlog::debug("recording: rotated {} -> {}", closed, segments_.back().path);
+    if (full || for_dictionary) {
+      spdlog::debug("recording: rotated {} -> {}{}", closed, segments_.back().path,
+                    for_dictionary ? " (to begin using a zstd dictionary)" : "");
+    }
     EnforceRetention();
+    record = encode();
     framing = log_;
     framed_.clear();
     framing.AddRecord(record, &framed_);

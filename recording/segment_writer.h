@@ -36,6 +36,12 @@ struct RecordingOptions {
   std::chrono::milliseconds retention = std::chrono::hours(24 * 7);
   Compression compression = Compression::kZstd;
   int zstd_level = 3;
+  // With zstd: the largest zstd dictionary a segment header carries (0: none). The writer
+  // samples the first `dictionary_sample_bytes` of reports of each segment; once it has them, the
+  // dictionary made from them goes into the next segment's header (the first segment after a
+  // start is closed early for it), and that segment's records are compressed with it.
+  size_t dictionary_bytes = size_t{32} << 10;
+  size_t dictionary_sample_bytes = size_t{256} << 10;
   // Keep `tail.index` (tail_index.h): the exporter's recorder does, `record import` not.
   bool tail_index = false;
   // A node's watermark is left out of new segment headers (and the tail index) once nothing was
@@ -80,6 +86,8 @@ struct SegmentWriterStats {
   uint64_t reports_written = 0;
   uint64_t bytes_written = 0;     // appended to segment files by this writer, headers included
   uint64_t segments_deleted = 0;  // by retention
+  uint64_t dictionaries = 0;      // zstd dictionaries made (one per segment at most)
+  uint64_t dictionary_bytes = 0;  // of the current dictionary
 };
 
 class SegmentWriter {
@@ -137,6 +145,11 @@ class SegmentWriter {
   // Writes `bytes` (whole framed records) at the end of the current segment.
   void WriteFramed(const std::string& bytes);
   void DeleteOldest();
+  // Keeps copies of the batch's reports as dictionary samples, up to the sample budget.
+  void SampleReports(const Batch& batch);
+  bool SamplesReady() const;
+  // Makes the dictionary for the next segment from the samples, when there are enough.
+  void MakeDictionary();
   // Drops the watermarks of nodes silent for longer than forget_watermarks_after.
   void ForgetSilentNodes();
   // Rewrites `tail.index` for what is synced now, dropping nodes whose segment is gone.
@@ -164,6 +177,13 @@ class SegmentWriter {
   bool index_failing_ = false;  // logged once until it works again
   SegmentWriterStats stats_;
   std::string framed_;  // scratch
+  // The zstd dictionary of the next segments' headers ("" for none), and the compressor loaded
+  // with the one of the current segment (unloaded when it has none).
+  std::string dictionary_;
+  DictionaryCompressor compressor_;
+  std::vector<std::string> samples_;  // of the current segment's first reports
+  size_t sample_bytes_ = 0;
+  std::vector<std::string_view> split_;  // scratch
 };
 
 // "NNNNNNNNNNNNNNNNNNNN.seg" of `index` in `dir`.

@@ -27,11 +27,13 @@ constexpr uint64_t kFirstRead = uint64_t{1} << 20;
 std::string IndexPath(const std::string& dir) { return dir + "/" + std::string(kTailIndexFile); }
 
 // Calls `on_report(wire, key)` for each report of a ReportBatch record; false when malformed.
+// `decoder` holds the segment header's dictionary (a header record passing by is taken in).
 template <typename OnReport>
-bool ForEachReport(std::string_view record, std::string* storage, OnReport on_report) {
+bool ForEachReport(std::string_view record, std::string* storage, SegmentDecoder& decoder,
+                   OnReport on_report) {
   DecodedRecord decoded;
   std::string error;
-  if (!DecodeRecord(record, storage, &decoded, &error)) return false;
+  if (!decoder.Decode(record, storage, &decoded, &error)) return false;
   if (decoded.kind != RecordKind::kReportBatch) return true;
   std::vector<std::string_view> reports;
   if (!SplitReportBatch(decoded.body, &reports)) return false;
@@ -41,6 +43,29 @@ bool ForEachReport(std::string_view record, std::string* storage, OnReport on_re
     on_report(wire, key);
   }
   return true;
+}
+
+// The header (the first record) of the segment at `path`, into `decoder`, for a reader that
+// begins later in the segment. False when it cannot be read: the records that need its
+// dictionary are then unreadable.
+bool ReadSegmentHeader(const std::string& path, SegmentDecoder& decoder) {
+  std::string data;
+  std::string_view record;
+  std::string scratch;
+  std::string storage;
+  DecodedRecord decoded;
+  std::string error;
+  // A header holds the dictionary and every node's watermark: this much is nearly always it.
+  for (const uint64_t limit : {kFirstRead, UINT64_MAX}) {
+    if (!ReadFileRange(path, 0, &data, limit)) return false;
+    LogReader reader(data, ReadMode::kPointInTime);
+    if (reader.ReadRecord(&record, &scratch)) {
+      return decoder.Decode(record, &storage, &decoded, &error) &&
+             decoded.kind == RecordKind::kSegmentHeader;
+    }
+    if (data.size() < limit) return false;
+  }
+  return false;
 }
 
 // The reports of one segment's records from `offset` on, in order, with where each record is.
@@ -60,11 +85,13 @@ SegmentScan ScanSegment(const std::string& path, uint64_t offset, RecoveredLocat
   std::string_view record;
   std::string scratch;
   std::string storage;
+  SegmentDecoder decoder;
+  if (offset > 0) ReadSegmentHeader(path, decoder);
   while (reader.ReadRecord(&record, &scratch)) {
     ++scan.records;
     const uint64_t at = reader.record_offset();
     const size_t before = scan.keys.size();
-    if (!ForEachReport(record, &storage, [&](std::string_view, const ReportKey& key) {
+    if (!ForEachReport(record, &storage, decoder, [&](std::string_view, const ReportKey& key) {
           scan.keys.emplace_back(at, key);
         })) {
       scan.keys.resize(before);
@@ -200,10 +227,17 @@ LatestReports ReadLatestReports(const std::string& dir, const ReportLocations& l
   std::string data;
   std::string scratch;
   std::string storage;
+  SegmentDecoder decoder;  // of the segment `decoder_of`
+  std::optional<uint64_t> decoder_of;
   for (const auto& [where, wanted] : by_record) {
     const auto [segment, offset] = where;
     const std::vector<std::string_view>& nodes = wanted;  // a lambda below cannot capture a binding
     const std::string path = SegmentFilePath(dir, segment);
+    if (decoder_of != segment) {
+      decoder = SegmentDecoder();
+      decoder_of = segment;
+      ReadSegmentHeader(path, decoder);
+    }
     std::string_view record;
     bool read = false;
     for (const uint64_t limit : {kFirstRead, UINT64_MAX}) {
@@ -224,11 +258,12 @@ LatestReports ReadLatestReports(const std::string& dir, const ReportLocations& l
     }
     ++out.records_read;
     // A batch may hold several reports of a node: the last one is its latest.
-    const bool ok = ForEachReport(record, &storage, [&](std::string_view wire, const ReportKey& k) {
-      if (std::binary_search(nodes.begin(), nodes.end(), std::string_view(k.node))) {
-        found[k.node] = std::string(wire);
-      }
-    });
+    const bool ok =
+        ForEachReport(record, &storage, decoder, [&](std::string_view wire, const ReportKey& k) {
+          if (std::binary_search(nodes.begin(), nodes.end(), std::string_view(k.node))) {
+            found[k.node] = std::string(wire);
+          }
+        });
     if (!ok) {
       out.problems.push_back(
           fmt::format("{}: record at offset {} is damaged (the latest report of {} node(s))", path,

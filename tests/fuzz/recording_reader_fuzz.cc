@@ -2,12 +2,14 @@
 //
 // The first byte chooses the input's meaning:
 //   even  the rest is a segment, read in both modes;
-//   odd   the rest is a recipe: records written by LogWriter (some encoded, some zstd), then
+//   odd   the rest is a recipe: records written by LogWriter (some encoded, some zstd, some zstd
+//         with a dictionary), then
 //         damaged (bytes flipped, ranges zeroed, the file cut short). Salvage must then return
 //         every record the damage did not touch, unchanged, and point-in-time exactly the records
 //         before the first one touched.
 // Always: no crash or hang, offsets inside the data, damage in order and not overlapping,
-// point-in-time records a prefix of salvage records, DecodeRecord on every record.
+// point-in-time records a prefix of salvage records, DecodeRecord on every record (through
+// SegmentDecoder, so a header record's zstd dictionary is loaded and used for what follows).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +43,7 @@ Result Read(std::string_view data, rec::ReadMode mode) {
   std::string_view record;
   std::string scratch;
   std::string storage;
+  rec::SegmentDecoder decoder;
   while (reader.ReadRecord(&record, &scratch)) {
     Check(reader.record_offset() + rec::kHeaderSize <= data.size());
     Check(record.size() <= data.size());
@@ -50,7 +53,7 @@ Result Read(std::string_view data, rec::ReadMode mode) {
     if (mode == rec::ReadMode::kSalvage) {
       rec::DecodedRecord decoded;
       std::string error;
-      if (!rec::DecodeRecord(record, &storage, &decoded, &error)) Check(!error.empty());
+      if (!decoder.Decode(record, &storage, &decoded, &error)) Check(!error.empty());
     }
   }
   Check(!reader.ReadRecord(&record, &scratch));  // the end stays the end
@@ -95,6 +98,17 @@ class Bytes {
   size_t size_;
 };
 
+// The dictionary of recipe records compressed with one: raw content, as BuildDictionary makes
+// when it cannot train.
+const std::string& FuzzDictionary() {
+  static const std::string dictionary = [] {
+    std::vector<std::string> samples;
+    for (int i = 0; i < 4; ++i) samples.push_back(std::string(300, static_cast<char>('a' + i)));
+    return rec::BuildDictionary(samples, 1024);
+  }();
+  return dictionary;
+}
+
 struct Written {
   std::string record;
   std::string body;  // what DecodeRecord must return, for encoded records
@@ -121,7 +135,17 @@ void FuzzRecipe(Bytes in) {
     while (content.size() < length) {
       content.append(pattern, 0, std::min(pattern.size(), length - content.size()));
     }
-    if (flags & 1) {
+    if ((flags & 9) == 9) {
+      static rec::DictionaryCompressor* const compressor = [] {
+        auto* c = new rec::DictionaryCompressor;
+        std::string error;
+        Check(c->Load(FuzzDictionary(), 1, &error));
+        return c;
+      }();
+      w.encoded = true;
+      w.body = std::move(content);
+      w.record = compressor->Encode(rec::RecordKind::kReportBatch, w.body);
+    } else if (flags & 1) {
       w.encoded = true;
       w.body = std::move(content);
       w.record = rec::EncodeRecord(
@@ -184,10 +208,17 @@ void FuzzRecipe(Bytes in) {
     Check(next < salvage.records.size());
     Check(salvage.records[next].first == w.start && salvage.records[next].second == w.record);
     if (w.encoded) {
+      static const rec::RecordDictionary* const dictionary = [] {
+        auto* d = new rec::RecordDictionary;
+        std::string error;
+        Check(d->Load(FuzzDictionary(), &error));
+        return d;
+      }();
       std::string storage;
       rec::DecodedRecord decoded;
       std::string error;
-      Check(rec::DecodeRecord(w.record, &storage, &decoded, &error) && decoded.body == w.body);
+      Check(rec::DecodeRecord(w.record, &storage, &decoded, &error, dictionary) &&
+            decoded.body == w.body);
     }
   }
   Check(point_in_time.records == before_first_touch);

@@ -54,9 +54,10 @@ std::vector<std::string> RecordedReports(const std::string& dir) {
     recording::LogReader reader(data, recording::ReadMode::kPointInTime);
     std::string_view record;
     std::string scratch, storage, error;
+    recording::SegmentDecoder decoder;  // with the header's dictionary
     while (reader.ReadRecord(&record, &scratch)) {
       recording::DecodedRecord decoded;
-      EXPECT_TRUE(recording::DecodeRecord(record, &storage, &decoded, &error)) << error;
+      EXPECT_TRUE(decoder.Decode(record, &storage, &decoded, &error)) << error;
       if (decoded.kind != recording::RecordKind::kReportBatch) continue;
       google::protobuf::io::CodedInputStream batch(
           reinterpret_cast<const uint8_t*>(decoded.body.data()),

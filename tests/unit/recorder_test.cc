@@ -51,9 +51,10 @@ std::vector<Record> ReadRecords(const std::string& path) {
   std::vector<Record> out;
   std::string_view record;
   std::string scratch, storage, error;
+  SegmentDecoder decoder;  // with the header's dictionary, for the records after it
   while (reader.ReadRecord(&record, &scratch)) {
     DecodedRecord decoded;
-    EXPECT_TRUE(DecodeRecord(record, &storage, &decoded, &error)) << path << ": " << error;
+    EXPECT_TRUE(decoder.Decode(record, &storage, &decoded, &error)) << path << ": " << error;
     out.push_back(Record{decoded.kind, std::string(decoded.body)});
   }
   EXPECT_TRUE(reader.damage().empty()) << path << ": " << reader.damage().front().reason;
@@ -487,9 +488,10 @@ class RecorderTest : public RecordingTest {
       LogReader reader(data, ReadMode::kPointInTime);
       std::string_view record;
       std::string scratch, storage, error;
+      SegmentDecoder decoder;
       while (reader.ReadRecord(&record, &scratch)) {
         DecodedRecord decoded;
-        if (!DecodeRecord(record, &storage, &decoded, &error)) return false;
+        if (!decoder.Decode(record, &storage, &decoded, &error)) return false;
         if (decoded.kind != RecordKind::kReportBatch) continue;
         for (const auto& r : BatchReports(std::string(decoded.body))) {
           if (r == report) return true;

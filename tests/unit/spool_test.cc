@@ -156,7 +156,7 @@ TEST_F(SpoolTest, SegmentsAreInTheRecordingFormat) {
       v1::SegmentHeader header;
       ASSERT_TRUE(
           header.ParseFromArray(decoded.body.data(), static_cast<int>(decoded.body.size())));
-      EXPECT_EQ(header.format_version(), 1u);
+      EXPECT_EQ(header.format_version(), recording::kFormatVersion);
       EXPECT_EQ(header.writer(), "agent-spool");
       EXPECT_GT(header.created().seconds(), 1'700'000'000);
     } else {
