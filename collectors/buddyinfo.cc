@@ -67,8 +67,9 @@ std::optional<double> UnusableFreeIndex(const v1::BuddyZone& zone, unsigned orde
 }
 
 void BuddyinfoCollector::Collect(v1::NodeReport& report) {
+  const OpenFileCache::SweepAtExit sweep(files_);
   const auto path = paths_.Proc("buddyinfo");
-  const std::string text = ReadTextFile(path);
+  const std::string& text = files_.Text(path);
   v1::HostTelemetry& host = *report.mutable_host();
   const int first_new = host.buddyinfo_size();
   const size_t malformed = ParseBuddyinfo(text, host);

@@ -46,11 +46,13 @@ int TryReadAttributeFile(const std::filesystem::path& path, std::string& out) {
   return 0;
 }
 
+void ThrowReadError(const std::filesystem::path& path, int error) {
+  throw CollectorError("read " + path.string() + ": " + std::strerror(error));
+}
+
 std::string ReadTextFile(const std::filesystem::path& path) {
   std::string contents;
-  if (const int err = TryReadTextFile(path, contents); err != 0) {
-    throw CollectorError("read " + path.string() + ": " + std::strerror(err));
-  }
+  if (const int err = TryReadTextFile(path, contents); err != 0) ThrowReadError(path, err);
   return contents;
 }
 

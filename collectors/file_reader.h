@@ -16,6 +16,9 @@ int TryReadTextFile(const std::filesystem::path& path, std::string& out);
 // host collection cycle's system calls). Returns 0 or the errno.
 int TryReadAttributeFile(const std::filesystem::path& path, std::string& out);
 
+// Throws CollectorError("read <path>: <strerror>").
+[[noreturn]] void ThrowReadError(const std::filesystem::path& path, int error);
+
 // As TryReadTextFile, but throws CollectorError("read <path>: <strerror>") on failure. For the
 // one file a collector cannot do without.
 std::string ReadTextFile(const std::filesystem::path& path);

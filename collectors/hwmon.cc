@@ -54,13 +54,6 @@ std::string SensorName(std::string_view chip_name, const HwmonAttributes& attrib
   return std::string(chip_name) + " " + (trimmed.empty() ? prefix : std::string(trimmed));
 }
 
-void ListDirectory(const std::filesystem::path& dir, std::vector<std::string>& names) {
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    names.push_back(it->path().filename().string());
-  }
-}
-
 }  // namespace
 
 std::optional<uint64_t> HwmonNumber(std::string_view dir_name) {
@@ -137,33 +130,30 @@ size_t ParseHwmonChip(std::string_view chip, const HwmonAttributes& attributes,
 }
 
 void HwmonCollector::Collect(v1::NodeReport& report) {
+  const OpenFileCache::SweepAtExit sweep(files_);
   const std::filesystem::path root = paths_.Sys("class/hwmon");
-  std::error_code ec;
-  std::filesystem::directory_iterator it(root, ec);
-  if (ec) ThrowSourceError(root.string(), ec);
-
+  std::vector<std::string> names;
+  if (const int error = files_.ListDirectory(root, names); error != 0) {
+    ThrowSourceError(root.string(), std::error_code(error, std::generic_category()));
+  }
   std::vector<std::pair<uint64_t, std::string>> chips;
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::string dir_name = it->path().filename().string();
+  for (std::string& dir_name : names) {
     if (const auto number = HwmonNumber(dir_name)) chips.emplace_back(*number, std::move(dir_name));
   }
-  if (ec) throw CollectorError(root.string() + ": " + ec.message());
   std::sort(chips.begin(), chips.end());
 
   size_t malformed = 0;
   v1::HostTelemetry& host = *report.mutable_host();
-  std::vector<std::string> names;
   for (const auto& [number, dir_name] : chips) {
     HwmonAttributes attributes;
     // Drivers on the old hwmon API keep their attributes, name included, on the parent device
     // (device/); where both answer, the chip's own directory wins.
     for (const std::filesystem::path& dir : {root / dir_name, root / dir_name / "device"}) {
-      names.clear();
-      ListDirectory(dir, names);
+      files_.ListDirectory(dir, names);  // none when absent: device/ usually is
       for (const std::string& file : names) {
         if (!IsHwmonAttributeOfInterest(file) || attributes.contains(file)) continue;
         // Unsupported sensors answer EINVAL, ENODATA or EAGAIN: left out, routinely.
-        if (auto text = ReadAttribute(dir / file)) attributes.emplace(file, std::move(*text));
+        if (auto text = files_.Attribute(dir / file)) attributes.emplace(file, std::move(*text));
       }
     }
     malformed += ParseHwmonChip(dir_name, attributes, host);

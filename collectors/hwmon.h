@@ -10,6 +10,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/malformed_input_log.h"
+#include "collectors/open_file_cache.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -41,6 +42,7 @@ class HwmonCollector final : public Collector {
 
  private:
   PathResolver paths_;
+  OpenFileCache files_;
   MalformedInputLog malformed_log_{"hwmon"};
 };
 

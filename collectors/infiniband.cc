@@ -71,16 +71,6 @@ std::optional<uint64_t> ReadCounter(const PortAttributeReader& read, std::string
   return value;
 }
 
-// Subdirectory names of `dir`, or an error.
-std::vector<std::string> ListDirectory(const std::filesystem::path& dir, std::error_code& ec) {
-  std::vector<std::string> names;
-  std::filesystem::directory_iterator it(dir, ec);
-  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    names.push_back(it->path().filename().string());
-  }
-  return names;
-}
-
 }  // namespace
 
 std::optional<uint32_t> ParseInfinibandState(std::string_view text) {
@@ -133,18 +123,26 @@ size_t ParseInfinibandPort(const PortAttributeReader& read, v1::Link& link) {
 }
 
 void InfinibandCollector::Collect(v1::NodeReport& report) {
+  const OpenFileCache::SweepAtExit sweep(files_);
   const std::filesystem::path root = paths_.Sys("class/infiniband");
-  std::error_code ec;
-  std::vector<std::string> devices = ListDirectory(root, ec);
-  if (ec) ThrowSourceError(root.string(), ec);
+  std::vector<std::string> devices;
+  if (const int error = files_.ListDirectory(root, devices); error != 0) {
+    ThrowSourceError(root.string(), std::error_code(error, std::generic_category()));
+  }
   std::sort(devices.begin(), devices.end());
 
   size_t malformed = 0;
   auto& links = *report.mutable_host()->mutable_links();
+  std::vector<std::string> names;
+  std::string file;  // one port attribute's path, its buffer reused
   for (const std::string& device : devices) {
     const std::filesystem::path ports_dir = root / device / "ports";
     std::vector<std::pair<uint32_t, std::string>> ports;
-    for (std::string& port : ListDirectory(ports_dir, ec)) {
+    if (files_.ListDirectory(ports_dir, names) != 0) {
+      ++malformed;  // a device without a readable ports/ directory
+      continue;
+    }
+    for (std::string& port : names) {
       const auto number = ParseUint64(port);
       if (!number || *number > std::numeric_limits<uint32_t>::max()) {
         ++malformed;
@@ -152,19 +150,19 @@ void InfinibandCollector::Collect(v1::NodeReport& report) {
       }
       ports.emplace_back(static_cast<uint32_t>(*number), std::move(port));
     }
-    if (ec) {
-      ++malformed;  // a device without a readable ports/ directory
-      continue;
-    }
     std::sort(ports.begin(), ports.end());
 
     for (const auto& [number, port] : ports) {
-      const std::filesystem::path dir = ports_dir / port;
+      const std::string dir = (ports_dir / port).native();
       v1::Link& link = *links.Add();
       link.set_name(device + "/" + port);
       link.set_index(number);
       malformed += ParseInfinibandPort(
-          [&dir](std::string_view relative) { return ReadAttribute(dir / relative); }, link);
+          [this, &dir, &file](std::string_view relative) {
+            file.assign(dir).append(1, '/').append(relative);
+            return files_.Attribute(file);
+          },
+          link);
     }
   }
   malformed_log_.Skipped(malformed, "malformed attribute(s) under", root);

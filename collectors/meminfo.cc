@@ -89,7 +89,8 @@ size_t ParseMeminfo(std::string_view text, v1::HostMemory& memory) {
 }
 
 void MeminfoCollector::Collect(v1::NodeReport& report) {
-  const std::string text = ReadTextFile(paths_.Proc("meminfo"));
+  const OpenFileCache::SweepAtExit sweep(files_);
+  const std::string& text = files_.Text(paths_.Proc("meminfo"));
   const size_t malformed = ParseMeminfo(text, *report.mutable_host()->mutable_memory());
   malformed_log_.Skipped(malformed, "malformed line(s) in", paths_.Proc("meminfo"));
 }

@@ -6,6 +6,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/malformed_input_log.h"
+#include "collectors/open_file_cache.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -23,6 +24,7 @@ class MeminfoCollector final : public Collector {
 
  private:
   PathResolver paths_;
+  OpenFileCache files_;
   MalformedInputLog malformed_log_{"meminfo"};
 };
 

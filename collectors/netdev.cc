@@ -119,11 +119,11 @@ namespace {
 // Fills what /sys/class/net/<if>/ knows about `link`. Missing or unreadable attributes (virtual
 // devices answer EINVAL for speed) leave the field absent. Returns the number of attributes that
 // were readable but not understood.
-size_t ReadInterfaceAttributes(const PathResolver& paths, v1::Link& link) {
+size_t ReadInterfaceAttributes(const PathResolver& paths, OpenFileCache& files, v1::Link& link) {
   size_t malformed = 0;
-  const std::string dir = "class/net/" + link.name() + "/";
+  const std::string dir = paths.Sys("class/net/" + link.name()).native() + "/";
 
-  if (const auto text = ReadAttribute(paths.Sys(dir + "type"))) {
+  if (const auto text = files.Attribute(dir + "type")) {
     if (const auto type = ParseUint64(*text)) {
       link.set_kind(*type == kArphrdEther        ? v1::LINK_KIND_ETHERNET
                     : *type == kArphrdInfiniband ? v1::LINK_KIND_INFINIBAND
@@ -133,11 +133,11 @@ size_t ReadInterfaceAttributes(const PathResolver& paths, v1::Link& link) {
     }
   }
 
-  if (const auto state = ReadAttribute(paths.Sys(dir + "operstate"))) {
+  if (const auto state = files.Attribute(dir + "operstate")) {
     link.set_up(*state == "up");
   }
 
-  if (const auto text = ReadAttribute(paths.Sys(dir + "speed"))) {
+  if (const auto text = files.Attribute(dir + "speed")) {
     if (const auto mbps = ParseInt64(*text)) {
       // -1 is "unknown" (no link, or a virtual device), not a speed.
       if (*mbps >= 0 && *mbps != kSpeedUnknownUnsigned) {
@@ -148,7 +148,7 @@ size_t ReadInterfaceAttributes(const PathResolver& paths, v1::Link& link) {
     }
   }
 
-  if (const auto text = ReadAttribute(paths.Sys(dir + "mtu"))) {
+  if (const auto text = files.Attribute(dir + "mtu")) {
     const auto mtu = ParseUint64(*text);
     if (mtu && *mtu <= std::numeric_limits<uint32_t>::max()) {
       link.set_mtu_bytes(static_cast<uint32_t>(*mtu));
@@ -162,13 +162,14 @@ size_t ReadInterfaceAttributes(const PathResolver& paths, v1::Link& link) {
 }  // namespace
 
 void NetdevCollector::Collect(v1::NodeReport& report) {
+  const OpenFileCache::SweepAtExit sweep(files_);
   const std::filesystem::path path = paths_.Proc("net/dev");
-  const std::string text = ReadTextFile(path);
+  const std::string& text = files_.Text(path);
   auto& links = *report.mutable_host()->mutable_links();
   const int first = links.size();
   size_t malformed = ParseNetDev(text, links);
   for (int i = first; i < links.size(); ++i) {
-    malformed += ReadInterfaceAttributes(paths_, *links.Mutable(i));
+    malformed += ReadInterfaceAttributes(paths_, files_, *links.Mutable(i));
   }
   malformed_log_.Skipped(malformed, "malformed line(s) or attribute(s) in /proc/net/dev or under",
                          paths_.Sys("class/net"));

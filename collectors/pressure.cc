@@ -33,9 +33,10 @@ size_t ParsePressure(std::string_view text, v1::HostPressure& pressure) {
 }
 
 void PressureCollector::Collect(v1::NodeReport& report) {
+  const OpenFileCache::SweepAtExit sweep(files_);
   const auto path = paths_.Proc("pressure/memory");
   std::string text;
-  if (const int err = TryReadTextFile(path, text); err != 0) {
+  if (const int err = files_.ReadText(path, text); err != 0) {
     ThrowSourceError(path.string(), std::error_code(err, std::generic_category()));
   }
   const size_t malformed = ParsePressure(text, *report.mutable_host()->mutable_memory_pressure());

@@ -38,19 +38,18 @@ bool ParseThermalZone(std::string_view chip, std::string_view type, std::string_
 }
 
 void ThermalZoneCollector::Collect(v1::NodeReport& report) {
+  const OpenFileCache::SweepAtExit sweep(files_);
   const std::filesystem::path root = paths_.Sys("class/thermal");
-  std::error_code ec;
-  std::filesystem::directory_iterator it(root, ec);
-  if (ec) ThrowSourceError(root.string(), ec);
-
+  std::vector<std::string> names;
+  if (const int error = files_.ListDirectory(root, names); error != 0) {
+    ThrowSourceError(root.string(), std::error_code(error, std::generic_category()));
+  }
   std::vector<std::pair<uint64_t, std::string>> zones;
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    std::string dir_name = it->path().filename().string();
+  for (std::string& dir_name : names) {
     if (const auto number = ThermalZoneNumber(dir_name)) {
       zones.emplace_back(*number, std::move(dir_name));
     }
   }
-  if (ec) throw CollectorError(root.string() + ": " + ec.message());
   std::sort(zones.begin(), zones.end());
 
   size_t malformed = 0;
@@ -59,8 +58,8 @@ void ThermalZoneCollector::Collect(v1::NodeReport& report) {
     const std::filesystem::path zone = root / dir_name;
     // Drivers answer EINVAL, ENODATA or EAGAIN for a sensor that is off (an iwlwifi zone of a
     // down interface): routine, so skipped quietly.
-    const auto type = ReadAttribute(zone / "type");
-    const auto temp = ReadAttribute(zone / "temp");
+    const auto type = files_.Attribute(zone / "type");
+    const auto temp = files_.Attribute(zone / "temp");
     if (!type || !temp) continue;
     if (!ParseThermalZone(dir_name, *type, *temp, host)) ++malformed;
   }

@@ -26,8 +26,9 @@ size_t ParseVmstat(std::string_view text, v1::HostVmstat& vmstat) {
 }
 
 void VmstatCollector::Collect(v1::NodeReport& report) {
+  const OpenFileCache::SweepAtExit sweep(files_);
   const auto path = paths_.Proc("vmstat");
-  const std::string text = ReadTextFile(path);
+  const std::string& text = files_.Text(path);
   v1::HostVmstat& vmstat = *report.mutable_host()->mutable_vmstat();
   const size_t malformed = ParseVmstat(text, vmstat);
   malformed_log_.Skipped(malformed, "malformed line(s) in", path);

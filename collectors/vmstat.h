@@ -8,6 +8,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/malformed_input_log.h"
+#include "collectors/open_file_cache.h"
 #include "collectors/path_resolver.h"
 
 namespace accelmon::collectors {
@@ -26,6 +27,7 @@ class VmstatCollector final : public Collector {
 
  private:
   PathResolver paths_;
+  OpenFileCache files_;
   // oom_kill at the previous collection; nullopt until the first one (the baseline).
   std::optional<uint64_t> previous_oom_kills_;
   MalformedInputLog malformed_log_{"vmstat"};
