@@ -48,6 +48,9 @@ Uplink::Uplink(UplinkOptions options) : options_(std::move(options)) {
     // Keep pinging while no report is in flight (long --collect.interval); the exporter allows it.
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    // No bandwidth-delay probing: a report a second never fills a flow-control window, and the
+    // probes' pings and timers were two thirds of gRPC's wake-ups on an agent (bench/README.md).
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     auto credentials = MakeChannelCredentials(options_.tls, args);
     Target target{.address = address,
                   .channel = grpc::CreateCustomChannel(address, credentials, args),
