@@ -10,7 +10,7 @@ JOBS      ?= $(shell nproc)
 CTEST     := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
 .PHONY: all deps test-deps build run deb test check check-run asan asan-build asan-run fuzz \
-  fuzz-build fuzz-run bench screenshots format clean
+  fuzz-build fuzz-run bench bench-goals screenshots format clean
 
 all: build
 
@@ -74,6 +74,11 @@ fuzz-run:
 bench: test-deps build
 	cmake --build $(BUILD_DIR) --target benchmarks
 	bash bench/run.sh $(BUILD_DIR)
+
+# Issue 22's four goals only, each against its anchor, ending with one met/missed table (~3 min).
+bench-goals: test-deps build
+	cmake --build $(BUILD_DIR) --target benchmarks
+	bash bench/goals.sh $(BUILD_DIR)
 
 # The README's pictures of the status page and `accelmon top` (docs/images/), made by their tests.
 screenshots: test-deps build

@@ -2,10 +2,14 @@
 """Google Benchmark JSON (stdin) -> one Markdown table: CPU time and every user counter.
 
 With repetitions, only the median rows are kept; counters are printed with SI prefixes as
-Google Benchmark's console does, so the table reads like its console output.
+Google Benchmark's console does, so the table reads like its console output. With $BENCH_RESULTS
+set, each row's CPU time in nanoseconds is also appended there as "gbench:NAME" (bench/goals.py).
 """
 import json
+import os
 import sys
+
+NANOSECONDS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def si(value):
@@ -36,6 +40,12 @@ def main():
         cpu = r["cpu_time"]
         cpu_text = f"{cpu:,.0f}" if cpu >= 100 else f"{cpu:.3g}"
         print(f"| `{name}` | {cpu_text} {r['time_unit']} | " + " | ".join(cells) + " |")
+    if os.environ.get("BENCH_RESULTS"):
+        with open(os.environ["BENCH_RESULTS"], "a", encoding="utf-8") as results:
+            for r in runs:
+                name = r["run_name"] if "run_name" in r else r["name"]
+                ns = r["cpu_time"] * NANOSECONDS[r["time_unit"]]
+                results.write(f"gbench:{name}\t{ns:.0f}\n")
 
 
 if __name__ == "__main__":

@@ -10,18 +10,21 @@
 #    growth over the idle exporter, divided by the series).
 # 3. The agent at its default 1 Hz (`--sim 8` and the host collectors over tests/fixtures/host)
 #    against an exporter, and node_exporter over the same fixture scraped once a second beside
-#    it: CPU (millicores) and RSS.
+#    it: CPU (millicores, from the nanosecond run time of every thread in /proc/PID/task/*/schedstat:
+#    the tick-sampled utime+stime misses most of a process that wakes for a millisecond a
+#    second) and RSS.
 # The loadgen shares the machine with the server it measures; the ratio to the echo server is
 # taken under the same sharing. Environment overrides: SAT_SECONDS, SAT_NODES, SAT_IN_FLIGHT,
 # FLEET_SECONDS, FLEET_SIZES, AGENT_SECONDS.
 set -euo pipefail
 source "$(dirname "$0")/node_exporter.sh"
+source "$(dirname "$0")/results.sh"
 build=${1:-build}
 sat_seconds=${SAT_SECONDS:-10}
 sat_nodes=${SAT_NODES:-32}
 sat_in_flight=${SAT_IN_FLIGHT:-64}
 fleet_seconds=${FLEET_SECONDS:-20}
-fleet_sizes=${FLEET_SIZES:-100 1000 4000}
+fleet_sizes=${FLEET_SIZES-100 1000 4000}
 agent_seconds=${AGENT_SECONDS:-30}
 accelmon=$build/accelmon
 root=$(cd "$(dirname "$0")/../tests/fixtures/host" && pwd)
@@ -36,6 +39,7 @@ cleanup() {
 trap cleanup EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+cpu_ns() { cat "/proc/$1"/task/*/schedstat | awk '{ s += $1 } END { printf "%.0f", s }'; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
@@ -104,6 +108,10 @@ read -r rec_rate rec_samples rec_cores rec_lg <<<"$result"
 stop "$exporter_pid"
 
 bytes=$(grep -Eo '[0-9]+-byte reports' "$work/echo.out" | grep -Eo '[0-9]+')
+record_result echo_reports_per_second "$echo_rate"
+record_result exporter_reports_per_second "$exp_rate"
+record_result exporter_samples_per_core "$(calc %.0f "$exp_samples / ($exp_cores > 0 ? $exp_cores : 1)")"
+record_result recording_reports_per_second "$rec_rate"
 per_core() { calc %.0f "$1 / ($2 > 0 ? $2 : 1)"; }
 echo "### Ingest at saturation: ${sat_nodes} streams x ${sat_in_flight} in flight, 8 devices x 18 links (${bytes}-byte reports), ${sat_seconds} s each"
 echo
@@ -115,43 +123,45 @@ echo "| \`accelmon exporter --record.dir\` (+ record, ack after group commit) | 
 echo
 
 # --- 2. fleets at 1 Hz: latency, CPU, memory ------------------------------------------------------
-echo "### Fleets at 1 Hz: 8 simulated devices per node, ${fleet_seconds} s each, a fresh exporter per size"
-echo
-echo "| nodes | reports/s | ack p50 | ack p99 | ack max | exporter CPU (millicores) | exporter RSS (MiB) | series | bytes per series | one scrape | loadgen CPU (cores) |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-for nodes in $fleet_sizes; do
-  start_exporter "fleet-$nodes"
-  sleep 0.5
-  idle_kib=$(rss_kib "$exporter_pid")
-  "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes "$nodes" --devices 8 \
-    --interval 1s --duration "${fleet_seconds}s" >"$work/fleet-$nodes.out" 2>"$work/fleet-$nodes.err" &
-  lg=$!
-  sleep 5 # every node has reported at least once; the state is at full size
-  c0=$(cpu_ticks "$exporter_pid")
-  t0=$(now)
-  sleep $((fleet_seconds - 6))
-  c1=$(cpu_ticks "$exporter_pid")
-  t1=$(now)
-  kib=$(rss_kib "$exporter_pid")
-  wait "$lg" || { cat "$work/fleet-$nodes.out" "$work/fleet-$nodes.err" >&2; exit 1; }
-  # After the load, so that the scrape does not compete with it for the CPU; nodes stay for
-  # --node.expire-after (10 minutes).
-  scrape_s=$(curl -fs -o "$work/scrape.txt" -w '%{time_total}' "127.0.0.1:$web_port/metrics")
-  series=$(grep -vc '^#' "$work/scrape.txt")
-  out=$work/fleet-$nodes.out
-  rate=$(awk '/^rate:/ {print $2}' "$out")
-  p50=$(awk '/^ack latency:/ {print $4}' "$out")
-  p99=$(awk '/^ack latency:/ {print $10}' "$out")
-  max=$(awk '/^ack latency:/ {print $13}' "$out")
-  lg_cores=$(awk '/^loadgen cpu:/ {print $3}' "$out")
-  millicores=$(calc %.1f "($c1 - $c0) / $hz / ($t1 - $t0) * 1000")
-  echo "| $nodes | $rate | $p50 ms | $p99 ms | $max ms | $millicores | $(calc %.1f "$kib / 1024") | $series | $(calc %.0f "($kib - $idle_kib) * 1024 / $series") | $(calc %.2f "$scrape_s") s | $lg_cores |"
-  stop "$exporter_pid"
-done
-echo
-echo "The exporter acknowledges a report after applying it, and a scrape reads the applied state:"
-echo "ack latency bounds the time from a report's send to its values being visible in /metrics."
-echo
+if [ -n "${fleet_sizes// /}" ]; then # FLEET_SIZES="" skips the fleets (bench/goals.sh)
+  echo "### Fleets at 1 Hz: 8 simulated devices per node, ${fleet_seconds} s each, a fresh exporter per size"
+  echo
+  echo "| nodes | reports/s | ack p50 | ack p99 | ack max | exporter CPU (millicores) | exporter RSS (MiB) | series | bytes per series | one scrape | loadgen CPU (cores) |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  for nodes in $fleet_sizes; do
+    start_exporter "fleet-$nodes"
+    sleep 0.5
+    idle_kib=$(rss_kib "$exporter_pid")
+    "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes "$nodes" --devices 8 \
+      --interval 1s --duration "${fleet_seconds}s" >"$work/fleet-$nodes.out" 2>"$work/fleet-$nodes.err" &
+    lg=$!
+    sleep 5 # every node has reported at least once; the state is at full size
+    c0=$(cpu_ticks "$exporter_pid")
+    t0=$(now)
+    sleep $((fleet_seconds - 6))
+    c1=$(cpu_ticks "$exporter_pid")
+    t1=$(now)
+    kib=$(rss_kib "$exporter_pid")
+    wait "$lg" || { cat "$work/fleet-$nodes.out" "$work/fleet-$nodes.err" >&2; exit 1; }
+    # After the load, so that the scrape does not compete with it for the CPU; nodes stay for
+    # --node.expire-after (10 minutes).
+    scrape_s=$(curl -fs -o "$work/scrape.txt" -w '%{time_total}' "127.0.0.1:$web_port/metrics")
+    series=$(grep -vc '^#' "$work/scrape.txt")
+    out=$work/fleet-$nodes.out
+    rate=$(awk '/^rate:/ {print $2}' "$out")
+    p50=$(awk '/^ack latency:/ {print $4}' "$out")
+    p99=$(awk '/^ack latency:/ {print $10}' "$out")
+    max=$(awk '/^ack latency:/ {print $13}' "$out")
+    lg_cores=$(awk '/^loadgen cpu:/ {print $3}' "$out")
+    millicores=$(calc %.1f "($c1 - $c0) / $hz / ($t1 - $t0) * 1000")
+    echo "| $nodes | $rate | $p50 ms | $p99 ms | $max ms | $millicores | $(calc %.1f "$kib / 1024") | $series | $(calc %.0f "($kib - $idle_kib) * 1024 / $series") | $(calc %.2f "$scrape_s") s | $lg_cores |"
+    stop "$exporter_pid"
+  done
+  echo
+  echo "The exporter acknowledges a report after applying it, and a scrape reads the applied state:"
+  echo "ack latency bounds the time from a report's send to its values being visible in /metrics."
+  echo
+fi
 
 # --- 3. the agent at 1 Hz, node_exporter scraped at 1 Hz beside it ---------------------------------
 start_exporter agent-exporter
@@ -165,15 +175,15 @@ start_node_exporter "$root" "$ne_port" "$work/ne.log"
 ne=$!
 pids+=("$ne")
 sleep 3 # warm up: first collections, connections
-a0=$(cpu_ticks "$agent")
-n0=$(cpu_ticks "$ne")
+a0=$(cpu_ns "$agent")
+n0=$(cpu_ns "$ne")
 t0=$(now)
 for _ in $(seq "$agent_seconds"); do
   curl -fs "127.0.0.1:$ne_port/metrics" >/dev/null || true
   sleep 1
 done
-a1=$(cpu_ticks "$agent")
-n1=$(cpu_ticks "$ne")
+a1=$(cpu_ns "$agent")
+n1=$(cpu_ns "$ne")
 t1=$(now)
 agent_kib=$(rss_kib "$agent")
 ne_kib=$(rss_kib "$ne")
@@ -181,5 +191,9 @@ echo "### Agent at 1 Hz: host collectors over tests/fixtures/host + 8 simulated 
 echo
 echo "| process (same run, same fixture root) | CPU (millicores) | RSS (MiB) |"
 echo "| --- | --- | --- |"
-echo "| \`accelmon agent --sim 8\`, streaming to an exporter | $(calc %.2f "($a1 - $a0) / $hz / ($t1 - $t0) * 1000") | $(calc %.1f "$agent_kib / 1024") |"
-echo "| node_exporter, 9 host collectors, scraped once a second | $(calc %.2f "($n1 - $n0) / $hz / ($t1 - $t0) * 1000") | $(calc %.1f "$ne_kib / 1024") |"
+agent_mc=$(calc %.2f "($a1 - $a0) / 1e6 / ($t1 - $t0)")
+ne_mc=$(calc %.2f "($n1 - $n0) / 1e6 / ($t1 - $t0)")
+echo "| \`accelmon agent --sim 8\`, streaming to an exporter | $agent_mc | $(calc %.1f "$agent_kib / 1024") |"
+echo "| node_exporter, 9 host collectors, scraped once a second | $ne_mc | $(calc %.1f "$ne_kib / 1024") |"
+record_result agent_millicores "$agent_mc"
+record_result node_exporter_millicores "$ne_mc"

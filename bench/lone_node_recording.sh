@@ -9,6 +9,7 @@
 # samples in both stores. ACCELMON=path runs another accelmon binary (an older one, say) instead
 # of BUILD_DIR/accelmon.
 set -euo pipefail
+source "$(dirname "$0")/results.sh"
 build=${1:-build}
 seconds=${2:-60}
 accelmon=${ACCELMON:-$build/accelmon}
@@ -61,6 +62,8 @@ row() { # name bytes
 }
 row "Prometheus TSDB, $blocks block(s) (chunks $chunks, index $index)" "$tsdb"
 row "accelmon flight recording" "$rec_bytes"
+record_result lone_node_recording_bytes "$rec_bytes"
+record_result lone_node_tsdb_bytes "$tsdb"
 echo
 awk -v b="$rec_bytes" -v t="$tsdb" 'BEGIN {
   r = b / t

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 readme=bench/README.md
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# The measured values behind the goals table at the end (bench/goals.py).
+export BENCH_RESULTS=$out/results.tsv
 
 machine() {
   echo "_Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) CPUs ($(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start._"
@@ -53,4 +55,6 @@ section "Status page: 1000 nodes in headless Chromium" status-page \
   bash bench/status_page.sh "$build"
 section "Diagnosis accuracy: every shipped scenario scored against its expect: list" \
   diagnosis-accuracy bash bench/diagnosis_accuracy.sh "$build"
+section "Goals of issue 22: ours against the anchors, from the runs above" goals \
+  /usr/bin/python3 bench/goals.py "$BENCH_RESULTS"
 echo "bench/README.md: tables rewritten; commit them with the run's context."
