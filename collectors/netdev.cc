@@ -164,10 +164,10 @@ size_t ReadInterfaceAttributes(const PathResolver& paths, OpenFileCache& files, 
 void NetdevCollector::Collect(v1::NodeReport& report) {
   const OpenFileCache::SweepAtExit sweep(files_);
   const std::filesystem::path path = paths_.Proc("net/dev");
-  const std::string& text = files_.Text(path);
   auto& links = *report.mutable_host()->mutable_links();
   const int first = links.size();
-  size_t malformed = ParseNetDev(text, links);
+  // Straight from the cache's buffer, which the attribute reads below reuse.
+  size_t malformed = ParseNetDev(files_.Text(path), links);
   for (int i = first; i < links.size(); ++i) {
     malformed += ReadInterfaceAttributes(paths_, files_, *links.Mutable(i));
   }

@@ -149,9 +149,7 @@ const std::string& OpenFileCache::Text(const std::string& path) {
 
 std::optional<std::string> OpenFileCache::Attribute(const std::string& path) {
   if (ReadAttribute(path, text_) != 0) return std::nullopt;
-  const std::string_view trimmed = Trim(text_);
-  if (trimmed.empty()) return std::nullopt;
-  return std::string(trimmed);
+  return TrimmedAttribute(text_);
 }
 
 int OpenFileCache::ListDirectory(const std::string& path, std::vector<std::string>& names) {

@@ -60,12 +60,16 @@ std::optional<double> ParseDouble(std::string_view text) {
   return value;
 }
 
-std::optional<std::string> ReadAttribute(const std::filesystem::path& path) {
-  std::string text;
-  if (TryReadAttributeFile(path, text) != 0) return std::nullopt;
+std::optional<std::string> TrimmedAttribute(std::string_view text) {
   const std::string_view trimmed = Trim(text);
   if (trimmed.empty()) return std::nullopt;
   return std::string(trimmed);
+}
+
+std::optional<std::string> ReadAttribute(const std::filesystem::path& path) {
+  std::string text;
+  if (TryReadAttributeFile(path, text) != 0) return std::nullopt;
+  return TrimmedAttribute(text);
 }
 
 std::optional<uint64_t> ReadUint64Attribute(const std::filesystem::path& path) {

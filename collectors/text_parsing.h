@@ -33,6 +33,9 @@ std::optional<uint64_t> ParseUint64(std::string_view text);
 std::optional<int64_t> ParseInt64(std::string_view text);
 std::optional<double> ParseDouble(std::string_view text);
 
+// A one-value attribute's text without surrounding whitespace; nullopt when nothing is left.
+std::optional<std::string> TrimmedAttribute(std::string_view text);
+
 // Reads a one-value sysfs attribute ("1000\n"). nullopt when the file is missing, unreadable
 // (EINVAL is what many drivers answer for "not supported"), empty, or not a number.
 std::optional<std::string> ReadAttribute(const std::filesystem::path& path);
