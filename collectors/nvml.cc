@@ -46,6 +46,12 @@ struct NvmlApi {
   decltype(&nvmlDeviceGetCurrentClocksThrottleReasons) throttle_reasons = nullptr;
   decltype(&nvmlDeviceGetTotalEccErrors) ecc_errors = nullptr;
   decltype(&nvmlDeviceGetRemappedRows) remapped_rows = nullptr;
+  decltype(&nvmlDeviceGetRetiredPages) retired_pages = nullptr;
+  decltype(&nvmlDeviceGetRetiredPagesPendingStatus) retired_pages_pending = nullptr;
+  decltype(&nvmlDeviceGetViolationStatus) violation_status = nullptr;
+  decltype(&nvmlDeviceGetPerformanceState) performance_state = nullptr;
+  decltype(&nvmlDeviceGetFanSpeed) fan_speed = nullptr;
+  decltype(&nvmlDeviceGetPersistenceMode) persistence_mode = nullptr;
   decltype(&nvmlDeviceGetCurrPcieLinkGeneration) pcie_generation = nullptr;
   decltype(&nvmlDeviceGetCurrPcieLinkWidth) pcie_width = nullptr;
   decltype(&nvmlDeviceGetPcieReplayCounter) pcie_replay = nullptr;
@@ -99,6 +105,12 @@ NvmlApi ResolveAll(const SharedLibrary& lib) {
   Resolve(lib, a.throttle_reasons, {"nvmlDeviceGetCurrentClocksThrottleReasons"});
   Resolve(lib, a.ecc_errors, {"nvmlDeviceGetTotalEccErrors"});
   Resolve(lib, a.remapped_rows, {"nvmlDeviceGetRemappedRows"});
+  Resolve(lib, a.retired_pages, {"nvmlDeviceGetRetiredPages"});
+  Resolve(lib, a.retired_pages_pending, {"nvmlDeviceGetRetiredPagesPendingStatus"});
+  Resolve(lib, a.violation_status, {"nvmlDeviceGetViolationStatus"});
+  Resolve(lib, a.performance_state, {"nvmlDeviceGetPerformanceState"});
+  Resolve(lib, a.fan_speed, {"nvmlDeviceGetFanSpeed"});
+  Resolve(lib, a.persistence_mode, {"nvmlDeviceGetPersistenceMode"});
   Resolve(lib, a.pcie_generation, {"nvmlDeviceGetCurrPcieLinkGeneration"});
   Resolve(lib, a.pcie_width, {"nvmlDeviceGetCurrPcieLinkWidth"});
   Resolve(lib, a.pcie_replay, {"nvmlDeviceGetPcieReplayCounter"});
@@ -359,6 +371,7 @@ class NvmlCollector final : public Collector {
     if (c.Call(api_.temperature_threshold, h, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN, &u)) {
       t.set_shutdown_threshold_celsius(u);
     }
+    if (c.Call(api_.fan_speed, h, &u)) t.set_fan_speed_ratio(u / 100.0);  // % of maximum
     unsigned long long mask = 0;
     if (c.Call(api_.clock_event_reasons, h, &mask) || c.Call(api_.throttle_reasons, h, &mask)) {
       for (const auto& [reason, active] : NvmlThrottleReasons(mask)) {
@@ -379,6 +392,17 @@ class NvmlCollector final : public Collector {
     }
     if (c.Call(api_.clock_info, h, NVML_CLOCK_SM, &u)) d.mutable_clocks()->set_compute_hz(u * 1e6);
     if (c.Call(api_.clock_info, h, NVML_CLOCK_MEM, &u)) d.mutable_clocks()->set_memory_hz(u * 1e6);
+    FillViolations(c, h, *d.mutable_clocks());
+
+    nvmlPstates_t pstate = NVML_PSTATE_UNKNOWN;
+    if (c.Call(api_.performance_state, h, &pstate) && pstate >= NVML_PSTATE_0 &&
+        pstate <= NVML_PSTATE_15) {
+      d.mutable_state()->set_performance_state(static_cast<uint32_t>(pstate));
+    }
+    nvmlEnableState_t enabled = NVML_FEATURE_DISABLED;
+    if (c.Call(api_.persistence_mode, h, &enabled)) {
+      d.mutable_state()->set_persistence_mode(enabled == NVML_FEATURE_ENABLED);
+    }
 
     auto& e = *d.mutable_errors();
     if (c.Call(api_.ecc_errors, h, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &ull)) {
@@ -387,6 +411,13 @@ class NvmlCollector final : public Collector {
     if (c.Call(api_.ecc_errors, h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ull)) {
       e.set_ecc_uncorrected_total(ull);
     }
+    if (c.Call(api_.ecc_errors, h, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC, &ull)) {
+      e.set_ecc_corrected_lifetime_total(ull);
+    }
+    if (c.Call(api_.ecc_errors, h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, &ull)) {
+      e.set_ecc_uncorrected_lifetime_total(ull);
+    }
+    FillRetiredPages(c, h, e);
     unsigned corr = 0, unc = 0, pending = 0, failure = 0;
     if (c.Call(api_.remapped_rows, h, &corr, &unc, &pending, &failure)) {
       e.set_remapped_rows_correctable(corr);
@@ -424,6 +455,50 @@ class NvmlCollector final : public Collector {
     }
     out.resize(std::min<size_t>(count, out.size()));
     return true;
+  }
+
+  // Time held below the application clocks, by limiter (NVML: nanoseconds since the driver
+  // loaded).
+  void FillViolations(DeviceCalls& c, nvmlDevice_t h, v1::DeviceClocks& clocks) {
+    using Setter = void (v1::DeviceClocks::*)(double);
+    static constexpr std::pair<nvmlPerfPolicyType_t, Setter> kPolicies[] = {
+        {NVML_PERF_POLICY_POWER, &v1::DeviceClocks::set_power_violation_seconds_total},
+        {NVML_PERF_POLICY_THERMAL, &v1::DeviceClocks::set_thermal_violation_seconds_total},
+        {NVML_PERF_POLICY_SYNC_BOOST, &v1::DeviceClocks::set_sync_boost_violation_seconds_total},
+        {NVML_PERF_POLICY_BOARD_LIMIT, &v1::DeviceClocks::set_board_limit_violation_seconds_total},
+        {NVML_PERF_POLICY_LOW_UTILIZATION,
+         &v1::DeviceClocks::set_low_utilization_violation_seconds_total},
+        {NVML_PERF_POLICY_RELIABILITY, &v1::DeviceClocks::set_reliability_violation_seconds_total},
+    };
+    for (const auto& [policy, set] : kPolicies) {
+      nvmlViolationTime_t v = {};
+      if (c.Call(api_.violation_status, h, policy, &v)) {
+        (clocks.*set)(static_cast<double>(v.violationTime) / 1e9);
+      }
+    }
+  }
+
+  // Retired pages by cause: only the count is wanted, so a one-address buffer is offered and
+  // NVML answers how many there are (INSUFFICIENT_SIZE when more than fit).
+  void FillRetiredPages(DeviceCalls& c, nvmlDevice_t h, v1::DeviceErrors& e) {
+    if (api_.retired_pages != nullptr && !c.lost()) {
+      for (const auto cause : {NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+                               NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR}) {
+        unsigned count = 1;
+        unsigned long long address = 0;
+        const nvmlReturn_t r = api_.retired_pages(h, cause, &count, &address);
+        if (!c.Check(r) && r != NVML_ERROR_INSUFFICIENT_SIZE) continue;
+        if (cause == NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR) {
+          e.set_retired_pages_double_bit(count);
+        } else {
+          e.set_retired_pages_single_bit(count);
+        }
+      }
+    }
+    nvmlEnableState_t pending = NVML_FEATURE_DISABLED;
+    if (c.Call(api_.retired_pages_pending, h, &pending)) {
+      e.set_retired_pages_pending(pending == NVML_FEATURE_ENABLED);
+    }
   }
 
   // The running compute and graphics processes, one entry per pid (a process in both lists

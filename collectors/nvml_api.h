@@ -134,6 +134,11 @@ typedef struct nvmlProcessInfo_st {
 // usedGpuMemory when the driver cannot say (e.g. MIG without privileges, Windows WDDM).
 #define NVML_VALUE_NOT_AVAILABLE (static_cast<unsigned long long>(-1))
 
+typedef struct nvmlViolationTime_st {
+  unsigned long long referenceTime;  // CPU timestamp, microseconds
+  unsigned long long violationTime;  // nanoseconds
+} nvmlViolationTime_t;
+
 // ---- Enums -----------------------------------------------------------------------------------
 typedef enum nvmlEnableState_enum {
   NVML_FEATURE_DISABLED = 0,
@@ -175,6 +180,30 @@ typedef enum nvmlEccCounterType_enum {
   NVML_AGGREGATE_ECC = 1,
   NVML_ECC_COUNTER_TYPE_COUNT
 } nvmlEccCounterType_t;
+
+typedef enum nvmlPStates_enum {
+  NVML_PSTATE_0 = 0,
+  NVML_PSTATE_15 = 15,
+  NVML_PSTATE_UNKNOWN = 32
+} nvmlPstates_t;
+
+typedef enum nvmlPerfPolicyType_enum {
+  NVML_PERF_POLICY_POWER = 0,
+  NVML_PERF_POLICY_THERMAL = 1,
+  NVML_PERF_POLICY_SYNC_BOOST = 2,
+  NVML_PERF_POLICY_BOARD_LIMIT = 3,
+  NVML_PERF_POLICY_LOW_UTILIZATION = 4,
+  NVML_PERF_POLICY_RELIABILITY = 5,
+  NVML_PERF_POLICY_TOTAL_APP_CLOCKS = 10,
+  NVML_PERF_POLICY_TOTAL_BASE_CLOCKS = 11,
+  NVML_PERF_POLICY_COUNT
+} nvmlPerfPolicyType_t;
+
+typedef enum nvmlPageRetirementCause_enum {
+  NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+  NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+  NVML_PAGE_RETIREMENT_CAUSE_COUNT
+} nvmlPageRetirementCause_t;
 
 typedef enum nvmlNvLinkErrorCounter_enum {
   NVML_NVLINK_ERROR_DL_REPLAY = 0,
@@ -244,6 +273,15 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorTyp
 nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows,
                                        unsigned int* uncRows, unsigned int* isPending,
                                        unsigned int* failureOccurred);
+nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                       unsigned int* pageCount, unsigned long long* addresses);
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                    nvmlEnableState_t* isPending);
+nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType,
+                                          nvmlViolationTime_t* violTime);
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t* pState);
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* speed);
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* currLinkGen);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* currLinkWidth);
 nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value);
@@ -276,3 +314,4 @@ static_assert(nvmlMemory_v2 == 0x02000028U);
 static_assert(sizeof(nvmlFieldValue_t) == 40);
 static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
+static_assert(sizeof(nvmlViolationTime_t) == 16);

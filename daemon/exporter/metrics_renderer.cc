@@ -429,6 +429,33 @@ class DeviceFamilies {
                       kCounter)),
         remapped_(s.Family("accelmon_device_remapped_rows",
                            "Memory rows remapped, by the kind of error that caused it.", kGauge)),
+        remap_pending_(s.Family("accelmon_device_remapped_rows_pending",
+                                "1 while a row remap waits for the next device reset.", kGauge)),
+        remap_failure_(s.Family("accelmon_device_remapped_rows_failure",
+                                "1 when row remapping failed: the device needs service.", kGauge)),
+        ecc_lifetime_(s.Family("accelmon_device_ecc_errors_lifetime_total",
+                               "ECC errors over the device's lifetime, kept across driver reloads "
+                               "and reboots.",
+                               kCounter)),
+        retired_(s.Family("accelmon_device_retired_pages",
+                          "Memory pages retired after ECC errors, by cause, pending ones included.",
+                          kGauge)),
+        retired_pending_(s.Family("accelmon_device_retired_pages_pending",
+                                  "1 while a retired page waits for the next driver reload.",
+                                  kGauge)),
+        fan_(s.Family("accelmon_device_fan_speed_ratio",
+                      "Fan speed as a share of its maximum intended speed (may exceed 1).",
+                      kGauge)),
+        violation_(s.Family("accelmon_device_clock_violation_seconds_total",
+                            "Time the clocks were held below their application target, by the "
+                            "limiter that held them.",
+                            kCounter)),
+        pstate_(s.Family("accelmon_device_performance_state",
+                         "Performance state: 0 (P0, maximum performance) to 15.", kGauge)),
+        persistence_(s.Family("accelmon_device_persistence_mode",
+                              "1 when persistence mode keeps the driver initialised without "
+                              "clients.",
+                              kGauge)),
         links_(s, LinkFamilies::Scope::kDevice),
         job_info_(s.Family("accelmon_device_job_info",
                            "1 per device and holder (Kubernetes container, Slurm step, or the "
@@ -514,6 +541,7 @@ class DeviceFamilies {
     for (const auto* reason : SortedByKey(t.throttle_reasons())) {
       accelmon::Add(s, throttled_, dl, "reason", reason->first, reason->second ? 1 : 0);
     }
+    if (t.has_fan_speed_ratio()) accelmon::Add(s, fan_, dl, t.fan_speed_ratio());
   }
 
   // Power and energy, utilization and clocks.
@@ -535,6 +563,36 @@ class DeviceFamilies {
     if (d.clocks().has_memory_hz()) {
       accelmon::Add(s, clock_, dl, "kind", "memory", d.clocks().memory_hz());
     }
+    AddViolations(dl, d.clocks());
+    const v1::DeviceState& st = d.state();
+    if (st.has_performance_state()) {
+      accelmon::Add(s, pstate_, dl, static_cast<double>(st.performance_state()));
+    }
+    if (st.has_persistence_mode()) {
+      accelmon::Add(s, persistence_, dl, st.persistence_mode() ? 1 : 0);
+    }
+  }
+
+  void AddViolations(const LabelList& dl, const v1::DeviceClocks& c) {
+    using Has = bool (v1::DeviceClocks::*)() const;
+    using Get = double (v1::DeviceClocks::*)() const;
+    static constexpr std::tuple<std::string_view, Has, Get> kReasons[] = {
+        {"power", &v1::DeviceClocks::has_power_violation_seconds_total,
+         &v1::DeviceClocks::power_violation_seconds_total},
+        {"thermal", &v1::DeviceClocks::has_thermal_violation_seconds_total,
+         &v1::DeviceClocks::thermal_violation_seconds_total},
+        {"sync_boost", &v1::DeviceClocks::has_sync_boost_violation_seconds_total,
+         &v1::DeviceClocks::sync_boost_violation_seconds_total},
+        {"board_limit", &v1::DeviceClocks::has_board_limit_violation_seconds_total,
+         &v1::DeviceClocks::board_limit_violation_seconds_total},
+        {"low_utilization", &v1::DeviceClocks::has_low_utilization_violation_seconds_total,
+         &v1::DeviceClocks::low_utilization_violation_seconds_total},
+        {"reliability", &v1::DeviceClocks::has_reliability_violation_seconds_total,
+         &v1::DeviceClocks::reliability_violation_seconds_total},
+    };
+    for (const auto& [reason, has, get] : kReasons) {
+      if ((c.*has)()) accelmon::Add(sink_, violation_, dl, "reason", reason, (c.*get)());
+    }
   }
 
   // ECC counts and remapped rows.
@@ -554,6 +612,31 @@ class DeviceFamilies {
     if (e.has_remapped_rows_uncorrectable()) {
       accelmon::Add(s, remapped_, dl, "cause", "uncorrectable",
                     static_cast<double>(e.remapped_rows_uncorrectable()));
+    }
+    if (e.has_remapped_rows_pending()) {
+      accelmon::Add(s, remap_pending_, dl, e.remapped_rows_pending() ? 1 : 0);
+    }
+    if (e.has_remapped_rows_failure()) {
+      accelmon::Add(s, remap_failure_, dl, e.remapped_rows_failure() ? 1 : 0);
+    }
+    if (e.has_ecc_corrected_lifetime_total()) {
+      accelmon::Add(s, ecc_lifetime_, dl, "type", "corrected",
+                    static_cast<double>(e.ecc_corrected_lifetime_total()));
+    }
+    if (e.has_ecc_uncorrected_lifetime_total()) {
+      accelmon::Add(s, ecc_lifetime_, dl, "type", "uncorrected",
+                    static_cast<double>(e.ecc_uncorrected_lifetime_total()));
+    }
+    if (e.has_retired_pages_single_bit()) {
+      accelmon::Add(s, retired_, dl, "cause", "single_bit",
+                    static_cast<double>(e.retired_pages_single_bit()));
+    }
+    if (e.has_retired_pages_double_bit()) {
+      accelmon::Add(s, retired_, dl, "cause", "double_bit",
+                    static_cast<double>(e.retired_pages_double_bit()));
+    }
+    if (e.has_retired_pages_pending()) {
+      accelmon::Add(s, retired_pending_, dl, e.retired_pages_pending() ? 1 : 0);
     }
   }
 
@@ -608,7 +691,8 @@ class DeviceFamilies {
   MetricSink& sink_;
   const size_t info_, up_, mem_total_, mem_used_, mem_free_, mem_reserved_, mem_largest_, mem_frag_,
       temp_, temp_threshold_, throttled_, power_, power_limit_, energy_, util_, clock_, ecc_,
-      remapped_;
+      remapped_, remap_pending_, remap_failure_, ecc_lifetime_, retired_, retired_pending_, fan_,
+      violation_, pstate_, persistence_;
   LinkFamilies links_;
   const size_t job_info_, job_, proc_used_, proc_reserved_, proc_allocated_, proc_ooms_,
       proc_retries_, proc_steps_;

@@ -98,6 +98,7 @@ void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
   if (t.has_slowdown_threshold_celsius()) c.Celsius(t.slowdown_threshold_celsius());
   if (t.has_shutdown_threshold_celsius()) c.Celsius(t.shutdown_threshold_celsius());
   for (const auto& [reason, active] : t.throttle_reasons()) c.Label(reason);
+  if (t.has_fan_speed_ratio()) c.NonNegative(t.fan_speed_ratio());
 
   const v1::DevicePower& p = d.power();
   if (p.has_usage_watts()) c.NonNegative(p.usage_watts());
@@ -110,6 +111,22 @@ void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
 
   if (d.clocks().has_compute_hz()) c.NonNegative(d.clocks().compute_hz());
   if (d.clocks().has_memory_hz()) c.NonNegative(d.clocks().memory_hz());
+  const v1::DeviceClocks& k = d.clocks();
+  if (k.has_power_violation_seconds_total()) c.NonNegative(k.power_violation_seconds_total());
+  if (k.has_thermal_violation_seconds_total()) c.NonNegative(k.thermal_violation_seconds_total());
+  if (k.has_sync_boost_violation_seconds_total()) {
+    c.NonNegative(k.sync_boost_violation_seconds_total());
+  }
+  if (k.has_board_limit_violation_seconds_total()) {
+    c.NonNegative(k.board_limit_violation_seconds_total());
+  }
+  if (k.has_low_utilization_violation_seconds_total()) {
+    c.NonNegative(k.low_utilization_violation_seconds_total());
+  }
+  if (k.has_reliability_violation_seconds_total()) {
+    c.NonNegative(k.reliability_violation_seconds_total());
+  }
+  if (d.state().has_performance_state()) c.Value(d.state().performance_state(), 0, 15);
 
   for (const v1::Link& l : d.links()) CheckLink(c, l);
 

@@ -8,7 +8,10 @@
 //   memory.total memory.used memory.free memory.reserved (bytes), temp.gpu temp.memory
 //   temp.slowdown temp.shutdown (C), power.usage_mw power.limit_mw energy_mj, util.gpu
 //   util.memory (%), clock.sm clock.mem (MHz), throttle (bitmask), ecc.corrected
-//   ecc.uncorrected, remap.corr remap.unc remap.pending remap.failure, pcie.gen pcie.width
+//   ecc.uncorrected, ecc.corrected.lifetime ecc.uncorrected.lifetime (aggregate), retired.sbe
+//   retired.dbe (pages) retired.pending, violation.{power,thermal,sync_boost,board_limit,
+//   low_utilization,reliability}_ns, pstate, persistence, fan (%, absent by default),
+//   remap.corr remap.unc remap.pending remap.failure, pcie.gen pcie.width
 //   pcie.replay, nvlink.count nvlink.speed_mbps, nvlink.<l>.state nvlink.<l>.peer (device index)
 //   nvlink.<l>.tx_kib nvlink.<l>.rx_kib nvlink.<l>.replay .recovery .crc_flit .crc_data.
 // Strings (fake_nvml_set_string): name uuid vbios bus (device), driver (device -1).
@@ -119,6 +122,20 @@ void Defaults(int d, Device& dev) {
       {"remap.unc", 0},
       {"remap.pending", 0},
       {"remap.failure", 0},
+      {"ecc.corrected.lifetime", 10 + 3 * d},
+      {"ecc.uncorrected.lifetime", d},
+      {"retired.sbe", 2 * d},
+      {"retired.dbe", 0},
+      {"retired.pending", 0},
+      {"violation.power_ns", 1.5e9 * (d + 1)},
+      {"violation.thermal_ns", d == 0 ? 0 : 250e6},
+      {"violation.sync_boost_ns", 0},
+      {"violation.board_limit_ns", 0},
+      {"violation.low_utilization_ns", 42e9},
+      {"violation.reliability_ns", 0},
+      {"pstate", d == 0 ? 0 : 2},
+      {"persistence", 1},
+      // No "fan": an SXM board is passively cooled and NVML answers NOT_SUPPORTED.
       {"pcie.gen", 5},
       {"pcie.width", 16},
       {"pcie.replay", 0},
@@ -554,9 +571,100 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorTyp
                                          nvmlEccCounterType_t counterType,
                                          unsigned long long* eccCounts) {
   FAKE_ENTER("nvmlDeviceGetTotalEccErrors", device);
-  if (counterType != NVML_VOLATILE_ECC) return NVML_ERROR_NOT_SUPPORTED;
-  return Out(d, errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED ? "ecc.corrected" : "ecc.uncorrected",
-             eccCounts);
+  const bool corrected = errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED;
+  switch (counterType) {
+    case NVML_VOLATILE_ECC:
+      return Out(d, corrected ? "ecc.corrected" : "ecc.uncorrected", eccCounts);
+    case NVML_AGGREGATE_ECC:
+      return Out(d, corrected ? "ecc.corrected.lifetime" : "ecc.uncorrected.lifetime", eccCounts);
+    default:
+      return NVML_ERROR_INVALID_ARGUMENT;
+  }
+}
+
+// As the driver: the count of pages for `cause`, their addresses when the buffer holds them,
+// INSUFFICIENT_SIZE (with the count) when it does not.
+nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, nvmlPageRetirementCause_t cause,
+                                       unsigned int* pageCount, unsigned long long* addresses) {
+  FAKE_ENTER("nvmlDeviceGetRetiredPages", device);
+  if (pageCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* key = nullptr;
+  switch (cause) {
+    case NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS:
+      key = "retired.sbe";
+      break;
+    case NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR:
+      key = "retired.dbe";
+      break;
+    default:
+      return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  unsigned count = 0;
+  if (const nvmlReturn_t r = Out(d, key, &count); r != NVML_SUCCESS) return r;
+  const unsigned room = *pageCount;
+  *pageCount = count;
+  if (count > room) return NVML_ERROR_INSUFFICIENT_SIZE;
+  if (count > 0 && addresses == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < count; ++i) addresses[i] = 0x1000000ULL * (i + 1);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device,
+                                                    nvmlEnableState_t* isPending) {
+  FAKE_ENTER("nvmlDeviceGetRetiredPagesPendingStatus", device);
+  return Out(d, "retired.pending", isPending);
+}
+
+nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType,
+                                          nvmlViolationTime_t* violTime) {
+  FAKE_ENTER("nvmlDeviceGetViolationStatus", device);
+  if (violTime == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* key = nullptr;
+  switch (perfPolicyType) {
+    case NVML_PERF_POLICY_POWER:
+      key = "violation.power_ns";
+      break;
+    case NVML_PERF_POLICY_THERMAL:
+      key = "violation.thermal_ns";
+      break;
+    case NVML_PERF_POLICY_SYNC_BOOST:
+      key = "violation.sync_boost_ns";
+      break;
+    case NVML_PERF_POLICY_BOARD_LIMIT:
+      key = "violation.board_limit_ns";
+      break;
+    case NVML_PERF_POLICY_LOW_UTILIZATION:
+      key = "violation.low_utilization_ns";
+      break;
+    case NVML_PERF_POLICY_RELIABILITY:
+      key = "violation.reliability_ns";
+      break;
+    default:
+      return NVML_ERROR_NOT_SUPPORTED;
+  }
+  const nvmlReturn_t r = Out(d, key, &violTime->violationTime);
+  if (r == NVML_SUCCESS) {
+    violTime->referenceTime =
+        static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  }
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t* pState) {
+  FAKE_ENTER("nvmlDeviceGetPerformanceState", device);
+  return Out(d, "pstate", pState);
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* speed) {
+  FAKE_ENTER("nvmlDeviceGetFanSpeed", device);
+  return Out(d, "fan", speed);
+}
+
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode) {
+  FAKE_ENTER("nvmlDeviceGetPersistenceMode", device);
+  return Out(d, "persistence", mode);
 }
 
 #ifndef FAKE_NVML_LEGACY

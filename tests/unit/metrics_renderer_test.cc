@@ -81,6 +81,19 @@ v1::NodeReport FullNode() {
   d->mutable_clocks()->set_compute_hz(1.98e9);
   d->mutable_errors()->set_ecc_corrected_total(2);
   d->mutable_errors()->set_ecc_uncorrected_total(0);
+  // The health counters and states (NVML), a fan on this board.
+  t->set_fan_speed_ratio(0.45);
+  d->mutable_clocks()->set_power_violation_seconds_total(12.5);
+  d->mutable_clocks()->set_thermal_violation_seconds_total(0);
+  d->mutable_state()->set_performance_state(0);
+  d->mutable_state()->set_persistence_mode(true);
+  d->mutable_errors()->set_ecc_corrected_lifetime_total(40);
+  d->mutable_errors()->set_ecc_uncorrected_lifetime_total(1);
+  d->mutable_errors()->set_retired_pages_single_bit(2);
+  d->mutable_errors()->set_retired_pages_double_bit(0);
+  d->mutable_errors()->set_retired_pages_pending(false);
+  d->mutable_errors()->set_remapped_rows_pending(false);
+  d->mutable_errors()->set_remapped_rows_failure(false);
   auto* nv = d->add_links();
   nv->set_kind(v1::LINK_KIND_NVLINK);
   nv->set_name("nvlink0");

@@ -163,6 +163,32 @@ TEST_F(Nvml, ReportsEveryValueInProtoUnits) {
   EXPECT_EQ(report.devices(1).errors().remapped_rows_correctable(), 1u);
   EXPECT_TRUE(d.errors().has_remapped_rows_pending());
   EXPECT_FALSE(d.errors().remapped_rows_failure());
+  EXPECT_EQ(d.errors().ecc_corrected_lifetime_total(), 10u);  // NVML_AGGREGATE_ECC
+  ASSERT_TRUE(d.errors().has_ecc_uncorrected_lifetime_total());
+  EXPECT_EQ(d.errors().ecc_uncorrected_lifetime_total(), 0u);
+  EXPECT_EQ(report.devices(1).errors().ecc_corrected_lifetime_total(), 13u);
+  ASSERT_TRUE(d.errors().has_retired_pages_single_bit());
+  EXPECT_EQ(d.errors().retired_pages_single_bit(), 0u);
+  EXPECT_EQ(d.errors().retired_pages_double_bit(), 0u);
+  EXPECT_EQ(report.devices(1).errors().retired_pages_single_bit(), 2u)
+      << "more pages than the one-address buffer: the count from INSUFFICIENT_SIZE";
+  ASSERT_TRUE(d.errors().has_retired_pages_pending());
+  EXPECT_FALSE(d.errors().retired_pages_pending());
+
+  // Violation time: NVML's nanoseconds as seconds.
+  EXPECT_DOUBLE_EQ(d.clocks().power_violation_seconds_total(), 1.5);
+  ASSERT_TRUE(d.clocks().has_thermal_violation_seconds_total());
+  EXPECT_DOUBLE_EQ(d.clocks().thermal_violation_seconds_total(), 0);
+  EXPECT_DOUBLE_EQ(report.devices(1).clocks().thermal_violation_seconds_total(), 0.25);
+  EXPECT_DOUBLE_EQ(d.clocks().low_utilization_violation_seconds_total(), 42);
+  EXPECT_TRUE(d.clocks().has_sync_boost_violation_seconds_total());
+  EXPECT_TRUE(d.clocks().has_board_limit_violation_seconds_total());
+  EXPECT_TRUE(d.clocks().has_reliability_violation_seconds_total());
+  ASSERT_TRUE(d.state().has_performance_state());
+  EXPECT_EQ(d.state().performance_state(), 0u);
+  EXPECT_EQ(report.devices(1).state().performance_state(), 2u);
+  EXPECT_TRUE(d.state().persistence_mode());
+  EXPECT_FALSE(d.thermal().has_fan_speed_ratio()) << "the fake's SXM board has no fan";
 
   ASSERT_EQ(d.links_size(), 3);
   const v1::Link* pcie = FindLink(d, "pcie");
@@ -248,6 +274,64 @@ TEST_F(Nvml, NotSupportedLeavesValuesAbsentNotZero) {
   EXPECT_TRUE(report.devices(1).memory().has_reserved_bytes());
   EXPECT_EQ(report.devices(0).identity().firmware_version(), "96.00.99.00.00");
   EXPECT_EQ(report.devices(1).identity().firmware_version(), "");
+}
+
+TEST_F(Nvml, HealthCountersNotSupportedAreAbsentNotZero) {
+  for (const char* fn : {"nvmlDeviceGetViolationStatus", "nvmlDeviceGetPerformanceState",
+                         "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetRetiredPages",
+                         "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetTotalEccErrors"}) {
+    fake.set_return(fn, 1, NVML_ERROR_NOT_SUPPORTED);
+  }
+  fake.set_value(0, "fan", 37);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  const v1::DeviceTelemetry& d0 = report.devices(0);
+  EXPECT_DOUBLE_EQ(d0.thermal().fan_speed_ratio(), 0.37);
+  EXPECT_TRUE(d0.clocks().has_power_violation_seconds_total()) << "device 0 still answers";
+  EXPECT_TRUE(d0.state().has_performance_state());
+
+  const v1::DeviceTelemetry& d1 = report.devices(1);
+  EXPECT_TRUE(d1.up());
+  EXPECT_FALSE(d1.thermal().has_fan_speed_ratio());
+  EXPECT_FALSE(d1.clocks().has_power_violation_seconds_total());
+  EXPECT_FALSE(d1.clocks().has_thermal_violation_seconds_total());
+  EXPECT_FALSE(d1.clocks().has_low_utilization_violation_seconds_total());
+  EXPECT_TRUE(d1.clocks().has_compute_hz()) << "one call failing leaves the others";
+  EXPECT_FALSE(d1.has_state()) << "neither performance state nor persistence mode";
+  EXPECT_FALSE(d1.errors().has_ecc_corrected_lifetime_total());
+  EXPECT_FALSE(d1.errors().has_retired_pages_single_bit());
+  EXPECT_FALSE(d1.errors().has_retired_pages_double_bit());
+  EXPECT_FALSE(d1.errors().has_retired_pages_pending());
+  EXPECT_TRUE(d1.errors().has_remapped_rows_pending());
+
+  // And none of it on /metrics for device 1: absent, not 0.
+  auto shared = std::make_shared<v1::NodeReport>(report);
+  shared->set_node("n");
+  const std::string text = testing::RenderFamilies(shared, "accelmon_device_");
+  for (const char* family :
+       {"accelmon_device_clock_violation_seconds_total", "accelmon_device_performance_state",
+        "accelmon_device_persistence_mode", "accelmon_device_retired_pages",
+        "accelmon_device_ecc_errors_lifetime_total", "accelmon_device_fan_speed_ratio"}) {
+    EXPECT_EQ(text.find(std::string(family) + "{node=\"n\",device=\"1\""), std::string::npos)
+        << family;
+  }
+  EXPECT_NE(text.find("accelmon_device_fan_speed_ratio{node=\"n\",device=\"0\""), std::string::npos)
+      << text;
+}
+
+TEST_F(Nvml, ManyRetiredPagesAreCountedAndAPendingRetirementIsSeen) {
+  fake.set_value(0, "retired.sbe", 64);
+  fake.set_value(0, "retired.dbe", 3);
+  fake.set_value(0, "retired.pending", 1);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  const v1::DeviceErrors& e = report.devices(0).errors();
+  EXPECT_EQ(e.retired_pages_single_bit(), 64u);
+  EXPECT_EQ(e.retired_pages_double_bit(), 3u);
+  EXPECT_TRUE(e.retired_pages_pending());
 }
 
 TEST_F(Nvml, MemoryFallsBackToV1WhenV2IsRefused) {

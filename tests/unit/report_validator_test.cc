@@ -78,6 +78,7 @@ v1::NodeReport FullReport() {
   t->set_slowdown_threshold_celsius(87);
   t->set_shutdown_threshold_celsius(92);
   (*t->mutable_throttle_reasons())["sw_thermal"] = false;
+  t->set_fan_speed_ratio(1.1);  // NVML's percent may exceed 100
   auto* p = d->mutable_power();
   p->set_usage_watts(0);
   p->set_limit_watts(700);
@@ -87,6 +88,14 @@ v1::NodeReport FullReport() {
   u->set_memory_bandwidth_ratio(1);
   d->mutable_clocks()->set_compute_hz(1.98e9);
   d->mutable_clocks()->set_memory_hz(2.6e9);
+  d->mutable_clocks()->set_power_violation_seconds_total(1.5);
+  d->mutable_clocks()->set_thermal_violation_seconds_total(0);
+  d->mutable_clocks()->set_sync_boost_violation_seconds_total(0);
+  d->mutable_clocks()->set_board_limit_violation_seconds_total(0);
+  d->mutable_clocks()->set_low_utilization_violation_seconds_total(42);
+  d->mutable_clocks()->set_reliability_violation_seconds_total(0);
+  d->mutable_state()->set_performance_state(15);
+  d->mutable_state()->set_persistence_mode(true);
   auto* e = d->mutable_errors();
   e->set_ecc_corrected_total(1);
   e->set_ecc_uncorrected_total(0);
@@ -94,6 +103,11 @@ v1::NodeReport FullReport() {
   e->set_remapped_rows_uncorrectable(1);
   e->set_remapped_rows_pending(true);
   e->set_remapped_rows_failure(false);
+  e->set_ecc_corrected_lifetime_total(9);
+  e->set_ecc_uncorrected_lifetime_total(0);
+  e->set_retired_pages_single_bit(2);
+  e->set_retired_pages_double_bit(0);
+  e->set_retired_pages_pending(false);
   link(d->add_links(), "nvlink3");
   auto* pm = d->add_processes();
   pm->set_pid(4242);
@@ -459,6 +473,14 @@ TEST(ReportValidator, PhysicallyImpossibleValuesAreRejected) {
        [](auto& r) { r.mutable_devices(0)->mutable_power()->set_energy_joules_total(-1); }},
       {"negative hertz",
        [](auto& r) { r.mutable_devices(0)->mutable_clocks()->set_compute_hz(-1); }},
+      {"negative violation time",
+       [](auto& r) {
+         r.mutable_devices(0)->mutable_clocks()->set_thermal_violation_seconds_total(-1);
+       }},
+      {"negative fan speed",
+       [](auto& r) { r.mutable_devices(0)->mutable_thermal()->set_fan_speed_ratio(-0.1); }},
+      {"no performance state P16",
+       [](auto& r) { r.mutable_devices(0)->mutable_state()->set_performance_state(16); }},
       {"negative bandwidth",
        [](auto& r) {
          r.mutable_devices(0)->mutable_links(0)->set_max_bandwidth_bytes_per_second(-1);
