@@ -137,6 +137,27 @@ RAW_ALERTS = [
      "device %s on %s does not answer" % (L % "device", L % "node"),
      "Device %s (%s, uuid %s) on %s has not answered its driver for a minute." % (
          L % "device", L % "model", L % "uuid", L % "node")),
+    ("AccelmonDeviceRowRemapFailure", "accelmon_device_remapped_rows_failure == 1", "0s", "critical",
+     "device %s on %s failed to remap a memory row" % (L % "device", L % "node"),
+     "Device %s (%s, uuid %s) on %s could not remap a row after memory errors: its memory can no "
+     "longer be repaired in the field. Drain the node and have the GPU replaced." % (
+         L % "device", L % "model", L % "uuid", L % "node")),
+    ("AccelmonDeviceResetPending",
+     "accelmon_device_remapped_rows_pending == 1 or accelmon_device_retired_pages_pending == 1",
+     "10m", "warning",
+     "device %s on %s waits for a reset to repair its memory" % (L % "device", L % "node"),
+     "Device %s (%s) on %s has remapped a row or retired a page after memory errors, which takes "
+     "effect only at the next GPU reset or driver reload. Until then the faulty memory stays in "
+     "use: drain the node when its job allows and reset the GPU." % (
+         L % "device", L % "model", L % "node")),
+    ("AccelmonDeviceThermalViolation",
+     'rate(accelmon_device_clock_violation_seconds_total{reason="thermal"}[5m]) > 0.1',
+     "10m", "warning",
+     "device %s on %s is held back by heat" % (L % "device", L % "node"),
+     "Device %s (%s) on %s has run below its application clocks because of temperature for %s of "
+     "the time over 10 minutes (the driver's violation counter, which also counts throttling "
+     "between two collections)." % (
+         L % "device", L % "model", L % "node", "{{ $value | humanizePercentage }}")),
     ("AccelmonExporterRejectingReports", "sum by (job, instance, reason) (rate(accelmon_exporter_reports_rejected_total[5m])) > 0",
      "5m", "warning",
      "accelmon exporter %s rejects reports (%s)" % (L % "instance", L % "reason"),
@@ -432,6 +453,21 @@ DEVICE = [
           [("accelmon_device_clock_hertz{%s}" % SEL_DEV, "{{kind}}")], unit="hertz"),
     panel("ECC errors (1 h)", "timeseries",
           [("increase(accelmon_device_ecc_errors_total{%s}[1h])" % SEL_DEV, "{{type}}")]),
+    panel("Time held below application clocks", "timeseries",
+          [("rate(accelmon_device_clock_violation_seconds_total{%s}[$__rate_interval])" % SEL_DEV,
+            "{{reason}}")], unit="percentunit", min_=0, max_=1,
+          description="Share of time the driver held the clocks below their target, by limiter "
+                      "(NVML violation counters: throttling between two collections counts too).",
+          empty_ok="only NVIDIA GPUs report violation counters (not AMD, Ascend or the simulator)"),
+    panel("Memory repair and state", "table",
+          [("accelmon_device_retired_pages{%s}" % SEL_DEV, ""),
+           ("accelmon_device_retired_pages_pending{%s}" % SEL_DEV, ""),
+           ("accelmon_device_remapped_rows_pending{%s}" % SEL_DEV, ""),
+           ("accelmon_device_remapped_rows_failure{%s}" % SEL_DEV, ""),
+           ("accelmon_device_performance_state{%s}" % SEL_DEV, "")], table=True,
+          description="Retired pages by cause, and whether a page retirement or row remap waits for "
+                      "a reset (1) or failed (remap failure 1: the GPU needs service).",
+          empty_ok="only NVIDIA GPUs report page retirement, row remapping and performance states"),
     row("Links"),
     panel("Link utilization", "timeseries",
           [("accelmon:device_link_utilization:ratio_rate1m{%s}" % SEL_DEV, "{{link}} ({{kind}} → {{peer}})")],
