@@ -111,7 +111,8 @@ class Parser {
               {"reasons", F::kStrings, &r.reasons},
               {"for", F::kDuration, &r.for_seconds},
               {"margin_celsius", F::kNumber, &r.margin_celsius},
-              {"margin_for", F::kDuration, &r.margin_for_seconds}};
+              {"margin_for", F::kDuration, &r.margin_for_seconds},
+              {"violation_share", F::kRatio, &r.violation_share}};
     }
     if (id == "link_down") return {{"enabled", F::kBool, &c.link_down.enabled}};
     if (id == "link_degraded") {

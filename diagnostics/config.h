@@ -53,6 +53,10 @@ struct ThermalThrottlingConfig {
   double margin_celsius = 5;
   // ... for this long (a brief spike is not throttling).
   double margin_for_seconds = 30;
+  // Or the driver's thermal or power violation counter (time held below the application
+  // clocks) grew by at least this share of the time between two reports, for `for`: throttling
+  // that the sampled reasons miss between two collections. 0 turns this off.
+  double violation_share = 0.5;
 
   bool operator==(const ThermalThrottlingConfig&) const = default;
 };

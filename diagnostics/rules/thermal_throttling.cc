@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,12 @@ namespace {
 std::string Celsius(double c) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "%.0f °C", c);
+  return buf;
+}
+
+std::string Percent(double share) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%.0f %%", share * 100);
   return buf;
 }
 
@@ -90,19 +97,76 @@ class ThermalThrottlingRule final : public Rule {
         }
       }
 
+      // Held back between the previous report and this one, by the driver's own account.
+      const std::optional<Violation> violation = s.violations.Update(d.clocks(), now);
+      if (!violation || config_.violation_share <= 0 ||
+          violation->share() < config_.violation_share) {
+        s.violation_since = -1;
+        s.violation_reports = 0;
+      } else {
+        if (s.violation_since < 0) s.violation_since = s.violations.previous_ns();
+        ++s.violation_reports;
+        if (Held(s.violation_since, s.violation_reports + 1, now, config_.for_seconds)) {
+          start = start < 0 ? s.violation_since : std::min(start, s.violation_since);
+        }
+      }
+
       if (start < 0) continue;
       const bool hardware = ReasonActive(t, "hw_thermal") || ReasonActive(t, "hw_slowdown");
-      context.Raise(DeviceSubject(d),
-                    Describe(d, at_threshold || hardware ? kCritical : kWarning, start, now));
+      context.Raise(DeviceSubject(d), Describe(d, at_threshold || hardware ? kCritical : kWarning,
+                                               start, now, violation));
     }
   }
 
  private:
+  // The share of the time between two reports that the driver held the clocks back, by heat
+  // and by power (violation counters, seconds).
+  struct Violation {
+    double thermal = 0;
+    double power = 0;
+    double share() const { return std::max(thermal, power); }
+  };
+  class ViolationCounters {
+   public:
+    // The shares since the previous report; nullopt without both counters in both reports, or
+    // after a counter went down (a driver reload).
+    std::optional<Violation> Update(const v1::DeviceClocks& c, int64_t now_ns) {
+      const bool has =
+          c.has_thermal_violation_seconds_total() || c.has_power_violation_seconds_total();
+      std::optional<Violation> out;
+      if (has && seen_ && now_ns > ns_ && c.has_thermal_violation_seconds_total() == has_thermal_ &&
+          c.has_power_violation_seconds_total() == has_power_) {
+        const double seconds = static_cast<double>(now_ns - ns_) / 1e9;
+        const double thermal = c.thermal_violation_seconds_total() - thermal_;
+        const double power = c.power_violation_seconds_total() - power_;
+        if (thermal >= 0 && power >= 0) out = Violation{thermal / seconds, power / seconds};
+      }
+      seen_ = has;
+      has_thermal_ = c.has_thermal_violation_seconds_total();
+      has_power_ = c.has_power_violation_seconds_total();
+      thermal_ = c.thermal_violation_seconds_total();
+      power_ = c.power_violation_seconds_total();
+      previous_ns_ = ns_;
+      ns_ = now_ns;
+      return out;
+    }
+    // The report before the latest one: when a share measured at the latest began.
+    int64_t previous_ns() const { return previous_ns_; }
+
+   private:
+    bool seen_ = false, has_thermal_ = false, has_power_ = false;
+    double thermal_ = 0, power_ = 0;
+    int64_t ns_ = 0, previous_ns_ = 0;
+  };
+
   struct State {
     std::vector<int64_t> reason_since;  // parallel to config_.reasons; -1: not active
     std::vector<int> reason_reports;    // reports in a row with the reason active
     int64_t near_since = -1;            // -1: not near the threshold
     int near_reports = 0;
+    ViolationCounters violations;
+    int64_t violation_since = -1;  // -1: not held back by violations
+    int violation_reports = 0;     // intervals in a row held back
   };
 
   // A condition seen since `since` in `reports` reports in a row has lasted its `for`.
@@ -121,7 +185,7 @@ class ThermalThrottlingRule final : public Rule {
   }
 
   Raised Describe(const v1::DeviceTelemetry& d, std::string_view severity, int64_t start,
-                  int64_t now) const {
+                  int64_t now, const std::optional<Violation>& violation) const {
     const v1::DeviceThermal& t = d.thermal();
     Raised r;
     r.severity = severity;
@@ -145,6 +209,10 @@ class ThermalThrottlingRule final : public Rule {
     if (t.has_slowdown_threshold_celsius()) {
       r.summary += ", slowdown at " + Celsius(t.slowdown_threshold_celsius());
     }
+    if (violation && violation->share() > 0) {
+      r.summary += ", held below its clocks " + Percent(violation->share()) + " of the time (" +
+                   (violation->thermal >= violation->power ? "heat" : "power") + ")";
+    }
 
     if (!reasons.empty()) r.evidence.push_back(TextEvidence("throttle_reasons", reasons));
     if (t.has_core_celsius()) {
@@ -156,6 +224,10 @@ class ThermalThrottlingRule final : public Rule {
     if (t.has_slowdown_threshold_celsius()) {
       r.evidence.push_back(
           NumberEvidence("slowdown_threshold_celsius", t.slowdown_threshold_celsius(), "celsius"));
+    }
+    if (violation) {
+      r.evidence.push_back(NumberEvidence("thermal_violation_share", violation->thermal, "ratio"));
+      r.evidence.push_back(NumberEvidence("power_violation_share", violation->power, "ratio"));
     }
     r.evidence.push_back(
         NumberEvidence("duration_seconds", static_cast<double>(now - start) / 1e9, "seconds"));

@@ -318,6 +318,62 @@ TEST_F(DeviceRulesTest, ThermalBriefSpikeOrNoThresholdDoesNotFire) {
   EXPECT_TRUE(Opened("thermal_throttling").empty());
 }
 
+// A cool device whose sampled reasons are all clear, with the driver's violation counters.
+v1::NodeReport DrViolations(int64_t t, std::optional<double> thermal_s,
+                            std::optional<double> power_s) {
+  v1::NodeReport r = DrThermal(t, 70, {});
+  v1::DeviceClocks* c = r.mutable_devices(0)->mutable_clocks();
+  if (thermal_s) c->set_thermal_violation_seconds_total(*thermal_s);
+  if (power_s) c->set_power_violation_seconds_total(*power_s);
+  return r;
+}
+
+TEST_F(DeviceRulesTest, ThermalViolationCountersCatchThrottlingTheSampledReasonsMiss) {
+  // Collected every 30 s; held back by heat 20 s of every 30 between two collections, while
+  // every sample of the reasons happens to catch them clear.
+  Feed(DrViolations(0, 100, 5));
+  Feed(DrViolations(30, 120, 5));
+  EXPECT_TRUE(Opened("thermal_throttling").empty()) << "one interval is not yet 3 reports";
+  Feed(DrViolations(60, 140, 5));
+  ASSERT_EQ(Opened("thermal_throttling").size(), 1u);
+  const v1::Finding f = Opened("thermal_throttling")[0];
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.start().seconds(), kDrT0)
+      << "the first interval held back began at the report before";
+  ASSERT_NE(DrEvidence(f, "thermal_violation_share"), nullptr);
+  EXPECT_NEAR(DrEvidence(f, "thermal_violation_share")->value(), 2.0 / 3, 1e-9);
+  EXPECT_DOUBLE_EQ(DrEvidence(f, "power_violation_share")->value(), 0);
+  EXPECT_TRUE(DrHas(f.summary(), "held below its clocks 67 % of the time (heat)")) << f.summary();
+
+  // The counter stops growing: closed at that report.
+  Feed(DrViolations(90, 140, 5));
+  ASSERT_EQ(Closed("thermal_throttling").size(), 1u);
+  EXPECT_EQ(Closed("thermal_throttling")[0].end().seconds(), kDrT0 + 90);
+}
+
+TEST_F(DeviceRulesTest, ThermalViolationBelowTheShareAResetOrAbsentCountersDoNotFire) {
+  // 40 % of the time, below the default share of 0.5.
+  for (int64_t t = 0; t <= 120; t += 10) Feed(DrViolations(t, 4.0 * t / 10, std::nullopt));
+  // A driver reload: the counters start again from 0, which is no negative share.
+  Feed(DrViolations(130, 0, std::nullopt));
+  Feed(DrViolations(140, 1, std::nullopt));
+  // No counters at all (not NVIDIA, or not supported).
+  for (int64_t t = 150; t <= 300; t += 10) Feed(DrViolations(t, std::nullopt, std::nullopt));
+  EXPECT_TRUE(Opened("thermal_throttling").empty());
+}
+
+TEST_F(DeviceRulesTest, PowerViolationCountsAndAZeroShareTurnsTheCountersOff) {
+  for (int64_t t = 0; t <= 30; t += 10) Feed(DrViolations(t, 0, 0.9 * t));
+  ASSERT_EQ(Opened("thermal_throttling").size(), 1u);
+  EXPECT_TRUE(DrHas(Opened("thermal_throttling")[0].summary(), "(power)"));
+
+  Config off;
+  off.thermal_throttling.violation_share = 0;
+  Start(off);
+  for (int64_t t = 0; t <= 60; t += 10) Feed(DrViolations(t, t, t));
+  EXPECT_TRUE(Opened("thermal_throttling").empty());
+}
+
 // ---------------------------------------------------------------------------------------------
 // memory_leak
 
