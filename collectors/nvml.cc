@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectors/nvml_api.h"
+#include "collectors/nvml_gpm.h"
 #include "collectors/shared_library.h"
 #include "collectors/text_parsing.h"
 
@@ -65,6 +66,7 @@ struct NvmlApi {
   decltype(&nvmlDeviceRegisterEvents) register_events = nullptr;
   decltype(&nvmlEventSetWait_v2) event_set_wait = nullptr;
   decltype(&nvmlEventSetFree) event_set_free = nullptr;
+  GpmApi gpm;
 };
 
 // The first of `names` the library has (newest version first); nullptr when it has none.
@@ -127,6 +129,11 @@ NvmlApi ResolveAll(const SharedLibrary& lib) {
   // v1 writes a shorter nvmlEventData_t (no instance ids); ours is large enough for both.
   Resolve(lib, a.event_set_wait, {"nvmlEventSetWait_v2", "nvmlEventSetWait"});
   Resolve(lib, a.event_set_free, {"nvmlEventSetFree"});
+  Resolve(lib, a.gpm.query_support, {"nvmlGpmQueryDeviceSupport"});
+  Resolve(lib, a.gpm.sample_alloc, {"nvmlGpmSampleAlloc"});
+  Resolve(lib, a.gpm.sample_free, {"nvmlGpmSampleFree"});
+  Resolve(lib, a.gpm.sample_get, {"nvmlGpmSampleGet"});
+  Resolve(lib, a.gpm.metrics_get, {"nvmlGpmMetricsGet"});
   return a;
 }
 
@@ -207,6 +214,7 @@ class NvmlCollector final : public Collector {
 
   ~NvmlCollector() override {
     if (events_ != nullptr && api_.event_set_free != nullptr) api_.event_set_free(events_);
+    gpm_.ReleaseAll();  // before nvmlShutdown
     api_.shutdown();
   }
 
@@ -286,6 +294,7 @@ class NvmlCollector final : public Collector {
     }
 
     Known& known = known_[i];
+    if (c.lost()) gpm_.Forget(i);
     if (!c.lost()) {
       d.set_up(true);
       known.identity = d.identity();
@@ -429,6 +438,7 @@ class NvmlCollector final : public Collector {
     FillPcie(c, h, d);
     FillNvLinks(c, h, d);
     FillProcesses(c, h, d);
+    if (!c.lost()) c.Check(gpm_.Collect(i, h, d));
   }
 
   // One of NVML's process lists. The buffer has room for the usual count, so one call is enough;
@@ -650,6 +660,7 @@ class NvmlCollector final : public Collector {
   nvmlEventSet_t events_ = nullptr;
   std::unordered_map<nvmlDevice_t, unsigned> xid_devices_;  // registered handle -> index
   std::unordered_map<unsigned, Known> known_;               // by NVML index
+  GpmSampler gpm_{api_.gpm};
 };
 
 }  // namespace

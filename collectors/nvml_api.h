@@ -134,6 +134,59 @@ typedef struct nvmlProcessInfo_st {
 // usedGpuMemory when the driver cannot say (e.g. MIG without privileges, Windows WDDM).
 #define NVML_VALUE_NOT_AVAILABLE (static_cast<unsigned long long>(-1))
 
+// ---- GPM (GPU performance monitoring, Hopper and later) -------------------------------------
+typedef struct nvmlGpmSample_st* nvmlGpmSample_t;
+
+typedef enum nvmlGpmMetricId_enum {
+  NVML_GPM_METRIC_GRAPHICS_UTIL = 1,
+  NVML_GPM_METRIC_SM_UTIL = 2,
+  NVML_GPM_METRIC_SM_OCCUPANCY = 3,
+  NVML_GPM_METRIC_INTEGER_UTIL = 4,
+  NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5,
+  NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6,
+  NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7,
+  NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9,
+  NVML_GPM_METRIC_DRAM_BW_UTIL = 10,
+  NVML_GPM_METRIC_FP64_UTIL = 11,
+  NVML_GPM_METRIC_FP32_UTIL = 12,
+  NVML_GPM_METRIC_FP16_UTIL = 13,
+  NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20,  // MiB/s
+  NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21,
+  NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60,  // MiB/s, all links
+  NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61,
+} nvmlGpmMetricId_t;
+
+typedef struct {
+  char* shortName;
+  char* longName;
+  char* unit;
+} nvmlGpmMetricMetricInfo_t;
+
+typedef struct {
+  unsigned int metricId;
+  nvmlReturn_t nvmlReturn;  // this metric's status; value is valid only when NVML_SUCCESS
+  double value;
+  nvmlGpmMetricMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+
+// The header sizes metrics[] with NVML_GPM_METRIC_MAX, which grows with the driver (98, 210,
+// 333); the library reads numMetrics entries, so a caller's shorter array is the same ABI.
+#define ACCELMON_GPM_METRICS 16
+#define NVML_GPM_METRICS_GET_VERSION 1
+typedef struct {
+  unsigned int version;
+  unsigned int numMetrics;
+  nvmlGpmSample_t sample1;
+  nvmlGpmSample_t sample2;
+  nvmlGpmMetric_t metrics[ACCELMON_GPM_METRICS];
+} nvmlGpmMetricsGet_t;
+
+#define NVML_GPM_SUPPORT_VERSION 1
+typedef struct {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+
 typedef struct nvmlViolationTime_st {
   unsigned long long referenceTime;  // CPU timestamp, microseconds
   unsigned long long violationTime;  // nanoseconds
@@ -282,6 +335,11 @@ nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyTyp
 nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t* pState);
 nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* speed);
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode);
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport);
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* gpmSample);
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample);
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* currLinkGen);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* currLinkWidth);
 nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value);
@@ -315,3 +373,5 @@ static_assert(sizeof(nvmlFieldValue_t) == 40);
 static_assert(sizeof(nvmlEventData_t) == 32);
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 static_assert(sizeof(nvmlViolationTime_t) == 16);
+static_assert(sizeof(nvmlGpmMetric_t) == 40);
+static_assert(sizeof(nvmlGpmSupport_t) == 8);

@@ -292,6 +292,7 @@ SEL_JOB = 'job_id="$job"'
 JOB_FINDINGS = ('accelmon_diagnosis_active{%s} or (accelmon_diagnosis_active * on (instance, node, device) '
                 'group_left (job_id) accelmon_device_job{%s})' % (SEL_JOB, SEL_JOB))
 NO_STEPS = "the job's training processes push no step counter (accelmon_push steps)"
+NO_GPM = "the GPUs report no profiling counters (NVIDIA before Hopper, AMD, Ascend, the simulator)"
 
 
 def panel(title, kind, targets, unit=None, w=12, h=8, description="", table=False, empty_ok=None,
@@ -449,6 +450,18 @@ DEVICE = [
            ("accelmon_device_power_limit_watts{%s}" % SEL_DEV, "limit")], unit="watt"),
     panel("Utilization", "timeseries",
           [("accelmon_device_utilization_ratio{%s}" % SEL_DEV, "{{kind}}")], unit="percentunit", min_=0, max_=1),
+    panel("SM, tensor and DRAM activity", "timeseries",
+          [('accelmon_device_activity_ratio{%s,kind=~"sm|sm_occupancy|tensor|dram_bandwidth"}' % SEL_DEV,
+            "{{kind}}")], unit="percentunit", min_=0, max_=1,
+          description="Profiling counters over each collection interval: how busy the SMs, tensor cores and "
+                      "DRAM really were. 'Utilization' only says that a kernel ran.",
+          empty_ok=NO_GPM),
+    panel("Pipes", "timeseries",
+          [('accelmon_device_activity_ratio{%s,kind=~"tensor_.*|fp64|fp32|fp16|integer"}' % SEL_DEV,
+            "{{kind}}")], unit="percentunit", min_=0, max_=1, empty_ok=NO_GPM),
+    panel("Bus traffic (GPM)", "timeseries",
+          [("accelmon_device_bus_bytes_per_second{%s}" % SEL_DEV, "{{bus}} {{direction}}")], unit="Bps",
+          empty_ok=NO_GPM),
     panel("Clocks", "timeseries",
           [("accelmon_device_clock_hertz{%s}" % SEL_DEV, "{{kind}}")], unit="hertz"),
     panel("ECC errors (1 h)", "timeseries",
@@ -499,6 +512,12 @@ JOB = [
     panel("Median compute utilization", "stat",
           [('max(accelmon_job_utilization_ratio{%s,stat="median"})' % SEL_JOB, "")],
           unit="percentunit", w=4, h=4),
+    panel("Median SM activity", "stat",
+          [('quantile(0.5, accelmon_device_activity_ratio{kind="sm"}' + JOIN_JOB + ' and on (job_id) '
+            'accelmon_device_job{%s})' % SEL_JOB, "")],
+          unit="percentunit", w=4, h=4, empty_ok=NO_GPM,
+          description="Half the job's GPUs had their SMs busy less than this: the share of the "
+                      "hardware the job really uses."),
     panel("Slowest device's utilization", "stat",
           [('min(accelmon_job_utilization_ratio{%s,stat="min"})' % SEL_JOB, "")],
           unit="percentunit", w=4, h=4),

@@ -450,6 +450,13 @@ class DeviceFamilies {
                             "Time the clocks were held below their application target, by the "
                             "limiter that held them.",
                             kCounter)),
+        activity_(s.Family("accelmon_device_activity_ratio",
+                           "What the device's units did over the last collection interval, by "
+                           "kind (profiling counters: SM, occupancy, tensor, FP pipes, DRAM).",
+                           kGauge)),
+        bus_(s.Family("accelmon_device_bus_bytes_per_second",
+                      "Bus traffic over the last collection interval, by bus and direction.",
+                      kGauge)),
         pstate_(s.Family("accelmon_device_performance_state",
                          "Performance state: 0 (P0, maximum performance) to 15.", kGauge)),
         persistence_(s.Family("accelmon_device_persistence_mode",
@@ -564,6 +571,7 @@ class DeviceFamilies {
       accelmon::Add(s, clock_, dl, "kind", "memory", d.clocks().memory_hz());
     }
     AddViolations(dl, d.clocks());
+    AddActivity(dl, d.activity());
     const v1::DeviceState& st = d.state();
     if (st.has_performance_state()) {
       accelmon::Add(s, pstate_, dl, static_cast<double>(st.performance_state()));
@@ -592,6 +600,46 @@ class DeviceFamilies {
     };
     for (const auto& [reason, has, get] : kReasons) {
       if ((c.*has)()) accelmon::Add(sink_, violation_, dl, "reason", reason, (c.*get)());
+    }
+  }
+
+  void AddActivity(const LabelList& dl, const v1::DeviceActivity& a) {
+    using Has = bool (v1::DeviceActivity::*)() const;
+    using Get = double (v1::DeviceActivity::*)() const;
+    using A = v1::DeviceActivity;
+    static constexpr std::tuple<std::string_view, Has, Get> kKinds[] = {
+        {"graphics_engine", &A::has_graphics_engine_ratio, &A::graphics_engine_ratio},
+        {"sm", &A::has_sm_ratio, &A::sm_ratio},
+        {"sm_occupancy", &A::has_sm_occupancy_ratio, &A::sm_occupancy_ratio},
+        {"tensor", &A::has_tensor_ratio, &A::tensor_ratio},
+        {"tensor_dfma", &A::has_tensor_dfma_ratio, &A::tensor_dfma_ratio},
+        {"tensor_hmma", &A::has_tensor_hmma_ratio, &A::tensor_hmma_ratio},
+        {"tensor_imma", &A::has_tensor_imma_ratio, &A::tensor_imma_ratio},
+        {"fp64", &A::has_fp64_ratio, &A::fp64_ratio},
+        {"fp32", &A::has_fp32_ratio, &A::fp32_ratio},
+        {"fp16", &A::has_fp16_ratio, &A::fp16_ratio},
+        {"integer", &A::has_integer_ratio, &A::integer_ratio},
+        {"dram_bandwidth", &A::has_dram_bandwidth_ratio, &A::dram_bandwidth_ratio},
+    };
+    for (const auto& [kind, has, get] : kKinds) {
+      if ((a.*has)()) accelmon::Add(sink_, activity_, dl, "kind", kind, (a.*get)());
+    }
+    static constexpr std::tuple<std::string_view, std::string_view, Has, Get> kBuses[] = {
+        {"pcie", "transmit", &A::has_pcie_transmit_bytes_per_second,
+         &A::pcie_transmit_bytes_per_second},
+        {"pcie", "receive", &A::has_pcie_receive_bytes_per_second,
+         &A::pcie_receive_bytes_per_second},
+        {"nvlink", "transmit", &A::has_nvlink_transmit_bytes_per_second,
+         &A::nvlink_transmit_bytes_per_second},
+        {"nvlink", "receive", &A::has_nvlink_receive_bytes_per_second,
+         &A::nvlink_receive_bytes_per_second},
+    };
+    for (const auto& [bus, direction, has, get] : kBuses) {
+      if (!(a.*has)()) continue;
+      LabelList bl = dl;
+      bl.Push("bus", bus);
+      bl.Push("direction", direction);
+      accelmon::Add(sink_, bus_, bl, (a.*get)());
     }
   }
 
@@ -692,7 +740,7 @@ class DeviceFamilies {
   const size_t info_, up_, mem_total_, mem_used_, mem_free_, mem_reserved_, mem_largest_, mem_frag_,
       temp_, temp_threshold_, throttled_, power_, power_limit_, energy_, util_, clock_, ecc_,
       remapped_, remap_pending_, remap_failure_, ecc_lifetime_, retired_, retired_pending_, fan_,
-      violation_, pstate_, persistence_;
+      violation_, activity_, bus_, pstate_, persistence_;
   LinkFamilies links_;
   const size_t job_info_, job_, proc_used_, proc_reserved_, proc_allocated_, proc_ooms_,
       proc_retries_, proc_steps_;

@@ -60,6 +60,31 @@ class Checker {
   std::string reason_;
 };
 
+void CheckActivity(Checker& c, const v1::DeviceActivity& a) {
+  for (const auto& [has, value] :
+       {std::pair{a.has_graphics_engine_ratio(), a.graphics_engine_ratio()},
+        {a.has_sm_ratio(), a.sm_ratio()},
+        {a.has_sm_occupancy_ratio(), a.sm_occupancy_ratio()},
+        {a.has_tensor_ratio(), a.tensor_ratio()},
+        {a.has_tensor_dfma_ratio(), a.tensor_dfma_ratio()},
+        {a.has_tensor_hmma_ratio(), a.tensor_hmma_ratio()},
+        {a.has_tensor_imma_ratio(), a.tensor_imma_ratio()},
+        {a.has_fp64_ratio(), a.fp64_ratio()},
+        {a.has_fp32_ratio(), a.fp32_ratio()},
+        {a.has_fp16_ratio(), a.fp16_ratio()},
+        {a.has_integer_ratio(), a.integer_ratio()},
+        {a.has_dram_bandwidth_ratio(), a.dram_bandwidth_ratio()}}) {
+    if (has) c.Ratio(value);
+  }
+  for (const auto& [has, value] :
+       {std::pair{a.has_pcie_transmit_bytes_per_second(), a.pcie_transmit_bytes_per_second()},
+        {a.has_pcie_receive_bytes_per_second(), a.pcie_receive_bytes_per_second()},
+        {a.has_nvlink_transmit_bytes_per_second(), a.nvlink_transmit_bytes_per_second()},
+        {a.has_nvlink_receive_bytes_per_second(), a.nvlink_receive_bytes_per_second()}}) {
+    if (has) c.NonNegative(value);
+  }
+}
+
 void CheckLink(Checker& c, const v1::Link& l) {
   c.Label(l.name());
   c.Label(l.peer());
@@ -127,6 +152,7 @@ void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
     c.NonNegative(k.reliability_violation_seconds_total());
   }
   if (d.state().has_performance_state()) c.Value(d.state().performance_state(), 0, 15);
+  CheckActivity(c, d.activity());
 
   for (const v1::Link& l : d.links()) CheckLink(c, l);
 

@@ -11,6 +11,8 @@
 //   ecc.uncorrected, ecc.corrected.lifetime ecc.uncorrected.lifetime (aggregate), retired.sbe
 //   retired.dbe (pages) retired.pending, violation.{power,thermal,sync_boost,board_limit,
 //   low_utilization,reliability}_ns, pstate, persistence, fan (%, absent by default),
+//   gpm.supported (0/1), gpm.<metric id> (GPM values in NVML's units: percent, MiB/s; a sample
+//   keeps them as they were when taken, nvmlGpmMetricsGet answers the newer sample's),
 //   remap.corr remap.unc remap.pending remap.failure, pcie.gen pcie.width
 //   pcie.replay, nvlink.count nvlink.speed_mbps, nvlink.<l>.state nvlink.<l>.peer (device index)
 //   nvlink.<l>.tx_kib nvlink.<l>.rx_kib nvlink.<l>.replay .recovery .crc_flit .crc_data.
@@ -33,6 +35,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -45,6 +48,12 @@ struct nvmlDevice_st {
 };
 struct nvmlEventSet_st {
   int unused;
+};
+// A GPM sample: the device's gpm.* values when it was taken, in the order samples were taken.
+struct nvmlGpmSample_st {
+  int device = -1;
+  long sequence = 0;
+  std::map<int, double> values;  // by metric id
 };
 
 namespace {
@@ -69,6 +78,8 @@ struct State {
   std::map<std::pair<std::string, int>, nvmlReturn_t> returns;
   std::map<std::string, int> hang_ms;  // one-shot: the next call to that function sleeps
   int in_flight = 0;
+  long gpm_sequence = 0;
+  std::set<nvmlGpmSample_st*> gpm_samples;  // allocated and not yet freed
   unsigned last_wait_timeout = 0;
   int wait_calls = 0;
 };
@@ -136,6 +147,24 @@ void Defaults(int d, Device& dev) {
       {"pstate", d == 0 ? 0 : 2},
       {"persistence", 1},
       // No "fan": an SXM board is passively cooled and NVML answers NOT_SUPPORTED.
+      // GPM, as NVML reports it: percent, and MiB/s for the buses.
+      {"gpm.supported", 1},
+      {"gpm.1", 87},        // graphics engine
+      {"gpm.2", 62.5 + d},  // SM
+      {"gpm.3", 31},        // SM occupancy
+      {"gpm.4", 9},         // integer
+      {"gpm.5", 45},        // any tensor
+      {"gpm.6", 0},         // DFMA tensor
+      {"gpm.7", 44},        // HMMA tensor
+      {"gpm.9", 1},         // IMMA tensor
+      {"gpm.10", 55},       // DRAM bandwidth
+      {"gpm.11", 0.5},      // FP64
+      {"gpm.12", 12},       // FP32
+      {"gpm.13", 3},        // FP16
+      {"gpm.20", 1024},     // PCIe TX
+      {"gpm.21", 2048},     // PCIe RX
+      {"gpm.60", 40960},    // NVLink RX
+      {"gpm.61", 20480},    // NVLink TX
       {"pcie.gen", 5},
       {"pcie.width", 16},
       {"pcie.replay", 0},
@@ -682,6 +711,83 @@ nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRo
 }
 #endif
 
+#ifndef FAKE_NVML_LEGACY
+// ---- GPM: absent from the legacy build (drivers before 520) ---------------------------------
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t* gpmSupport) {
+  FAKE_ENTER("nvmlGpmQueryDeviceSupport", device);
+  if (gpmSupport == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpmSupport->version != NVML_GPM_SUPPORT_VERSION) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  gpmSupport->isSupportedDevice = Value(d, "gpm.supported").value_or(0) != 0 ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t* gpmSample) {
+  Call call("nvmlGpmSampleAlloc", -1);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  if (gpmSample == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *gpmSample = new nvmlGpmSample_st;
+  std::lock_guard lock(S().mu);
+  S().gpm_samples.insert(*gpmSample);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t gpmSample) {
+  std::lock_guard lock(S().mu);
+  if (S().gpm_samples.erase(gpmSample) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  delete gpmSample;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample) {
+  FAKE_ENTER("nvmlGpmSampleGet", device);
+  std::lock_guard lock(S().mu);
+  State& s = S();
+  if (s.gpm_samples.count(gpmSample) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto& values = s.devices[d].values;
+  if (const auto it = values.find("gpm.supported"); it == values.end() || it->second == 0) {
+    return NVML_ERROR_NOT_SUPPORTED;
+  }
+  gpmSample->device = d;
+  gpmSample->sequence = ++s.gpm_sequence;
+  gpmSample->values.clear();
+  for (const auto& [key, value] : values) {
+    if (key.rfind("gpm.", 0) == 0 && key != "gpm.supported") {
+      gpmSample->values[std::atoi(key.c_str() + 4)] = value;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+// As the driver: two samples of one device, the first taken before the second; each metric's
+// own status. The value is the newer sample's (the activity over the interval it closes).
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet) {
+  Call call("nvmlGpmMetricsGet", -1);
+  if (call.ret() != NVML_SUCCESS) return call.ret();
+  if (metricsGet == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (metricsGet->version != NVML_GPM_METRICS_GET_VERSION) {
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  }
+  std::lock_guard lock(S().mu);
+  const State& s = S();
+  const nvmlGpmSample_st* first = metricsGet->sample1;
+  const nvmlGpmSample_st* second = metricsGet->sample2;
+  if (s.gpm_samples.count(metricsGet->sample1) == 0 ||
+      s.gpm_samples.count(metricsGet->sample2) == 0 || first->device < 0 ||
+      first->device != second->device || first->sequence >= second->sequence ||
+      metricsGet->numMetrics > ACCELMON_GPM_METRICS) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  for (unsigned i = 0; i < metricsGet->numMetrics; ++i) {
+    nvmlGpmMetric_t& m = metricsGet->metrics[i];
+    const auto it = second->values.find(static_cast<int>(m.metricId));
+    m.nvmlReturn = it == second->values.end() ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+    m.value = it == second->values.end() ? 0 : it->second;
+  }
+  return NVML_SUCCESS;
+}
+#endif
+
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* currLinkGen) {
   FAKE_ENTER("nvmlDeviceGetCurrPcieLinkGeneration", device);
   return Out(d, "pcie.gen", currLinkGen);
@@ -956,6 +1062,12 @@ unsigned fake_nvml_last_wait_timeout() {
 int fake_nvml_wait_calls() {
   std::lock_guard lock(S().mu);
   return S().wait_calls;
+}
+
+// GPM samples allocated and not freed.
+int fake_nvml_gpm_samples_live() {
+  std::lock_guard lock(S().mu);
+  return static_cast<int>(S().gpm_samples.size());
 }
 
 }  // extern "C"

@@ -87,6 +87,10 @@ v1::NodeReport FullNode() {
   d->mutable_clocks()->set_thermal_violation_seconds_total(0);
   d->mutable_state()->set_performance_state(0);
   d->mutable_state()->set_persistence_mode(true);
+  d->mutable_activity()->set_sm_ratio(0.71);
+  d->mutable_activity()->set_tensor_ratio(0.42);
+  d->mutable_activity()->set_dram_bandwidth_ratio(0.6);
+  d->mutable_activity()->set_nvlink_transmit_bytes_per_second(1.5e11);
   d->mutable_errors()->set_ecc_corrected_lifetime_total(40);
   d->mutable_errors()->set_ecc_uncorrected_lifetime_total(1);
   d->mutable_errors()->set_retired_pages_single_bit(2);

@@ -49,6 +49,7 @@ struct FakeNvml {
     wait_calls = lib.Function<int (*)()>("fake_nvml_wait_calls");
     add_process = lib.Function<void (*)(int, const char*, unsigned, unsigned long long)>(
         "fake_nvml_add_process");
+    gpm_samples_live = lib.Function<int (*)()>("fake_nvml_gpm_samples_live");
   }
   std::string path() const { return lib.path(); }
 
@@ -66,6 +67,7 @@ struct FakeNvml {
   unsigned (*last_wait_timeout)() = nullptr;
   int (*wait_calls)() = nullptr;
   void (*add_process)(int, const char*, unsigned, unsigned long long) = nullptr;
+  int (*gpm_samples_live)() = nullptr;
 };
 
 FakeNvml& Current() {
@@ -189,6 +191,7 @@ TEST_F(Nvml, ReportsEveryValueInProtoUnits) {
   EXPECT_EQ(report.devices(1).state().performance_state(), 2u);
   EXPECT_TRUE(d.state().persistence_mode());
   EXPECT_FALSE(d.thermal().has_fan_speed_ratio()) << "the fake's SXM board has no fan";
+  EXPECT_FALSE(d.has_activity()) << "GPM needs a second tick";
 
   ASSERT_EQ(d.links_size(), 3);
   const v1::Link* pcie = FindLink(d, "pcie");
@@ -332,6 +335,89 @@ TEST_F(Nvml, ManyRetiredPagesAreCountedAndAPendingRetirementIsSeen) {
   EXPECT_EQ(e.retired_pages_single_bit(), 64u);
   EXPECT_EQ(e.retired_pages_double_bit(), 3u);
   EXPECT_TRUE(e.retired_pages_pending());
+}
+
+TEST_F(Nvml, GpmActivityCoversEachIntervalFromTheSecondTickAndFollowsChanges) {
+  const int live_before = fake.gpm_samples_live();
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport first = CollectOnce(*collector, 1'700'000'000);
+  EXPECT_FALSE(first.devices(0).has_activity()) << "one sample is no interval yet";
+  EXPECT_EQ(fake.gpm_samples_live(), live_before + 4) << "two samples per GPU, kept";
+
+  const v1::NodeReport second = CollectOnce(*collector, 1'700'000'001);
+  const v1::DeviceActivity& a = second.devices(0).activity();
+  EXPECT_DOUBLE_EQ(a.sm_ratio(), 0.625);  // NVML percent -> share
+  EXPECT_DOUBLE_EQ(second.devices(1).activity().sm_ratio(), 0.635);
+  EXPECT_DOUBLE_EQ(a.sm_occupancy_ratio(), 0.31);
+  EXPECT_DOUBLE_EQ(a.graphics_engine_ratio(), 0.87);
+  EXPECT_DOUBLE_EQ(a.tensor_ratio(), 0.45);
+  ASSERT_TRUE(a.has_tensor_dfma_ratio());
+  EXPECT_DOUBLE_EQ(a.tensor_dfma_ratio(), 0);
+  EXPECT_DOUBLE_EQ(a.tensor_hmma_ratio(), 0.44);
+  EXPECT_DOUBLE_EQ(a.tensor_imma_ratio(), 0.01);
+  EXPECT_DOUBLE_EQ(a.fp64_ratio(), 0.005);
+  EXPECT_DOUBLE_EQ(a.fp32_ratio(), 0.12);
+  EXPECT_DOUBLE_EQ(a.fp16_ratio(), 0.03);
+  EXPECT_DOUBLE_EQ(a.integer_ratio(), 0.09);
+  EXPECT_DOUBLE_EQ(a.dram_bandwidth_ratio(), 0.55);
+  EXPECT_DOUBLE_EQ(a.pcie_transmit_bytes_per_second(), 1024.0 * 1024 * 1024);  // MiB/s
+  EXPECT_DOUBLE_EQ(a.pcie_receive_bytes_per_second(), 2048.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(a.nvlink_transmit_bytes_per_second(), 20480.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(a.nvlink_receive_bytes_per_second(), 40960.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(second.devices(0).utilization().compute_ratio(), 0.87)
+      << "the coarse utilization stays beside it";
+
+  // The job goes idle on GPU 0 and NVML rounds a busy GPU 1 past 100 %: the next interval shows
+  // both, the overshoot as a full share.
+  fake.set_value(0, "gpm.2", 3);
+  fake.set_value(0, "gpm.5", 0);
+  fake.set_value(1, "gpm.2", 100.02);
+  const v1::NodeReport third = CollectOnce(*collector, 1'700'000'002);
+  EXPECT_DOUBLE_EQ(third.devices(0).activity().sm_ratio(), 0.03);
+  EXPECT_DOUBLE_EQ(third.devices(0).activity().tensor_ratio(), 0);
+  EXPECT_DOUBLE_EQ(third.devices(1).activity().sm_ratio(), 1.0);
+
+  collector.reset();
+  EXPECT_EQ(fake.gpm_samples_live(), live_before) << "every sample freed, before nvmlShutdown";
+}
+
+TEST_F(Nvml, GpmUnsupportedRefusedOrMissingLeavesActivityAbsentAndTheRestCollected) {
+  fake.set_value(1, "gpm.supported", 0);  // e.g. an A100 beside an H100
+  fake.erase_value(0, "gpm.11");          // one metric this GPU does not offer
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  CollectOnce(*collector);
+  v1::NodeReport report = CollectOnce(*collector);
+  EXPECT_TRUE(report.devices(0).activity().has_sm_ratio());
+  EXPECT_FALSE(report.devices(0).activity().has_fp64_ratio()) << "that metric alone is absent";
+  EXPECT_FALSE(report.devices(1).has_activity());
+  EXPECT_TRUE(report.devices(1).memory().has_used_bytes());
+
+  // The whole query refused (a profiler holds the counters): absent, not zero, and back after.
+  fake.set_return("nvmlGpmMetricsGet", -1, NVML_ERROR_IN_USE);
+  report = CollectOnce(*collector);
+  EXPECT_FALSE(report.devices(0).has_activity());
+  EXPECT_TRUE(report.devices(0).utilization().has_compute_ratio());
+  fake.set_return("nvmlGpmMetricsGet", -1, NVML_SUCCESS);
+  report = CollectOnce(*collector);
+  EXPECT_TRUE(report.devices(0).activity().has_sm_ratio());
+
+  // A sample refused: that tick and the next have nothing (no interval), then it resumes.
+  fake.set_return("nvmlGpmSampleGet", 0, NVML_ERROR_NOT_SUPPORTED);
+  report = CollectOnce(*collector);
+  EXPECT_FALSE(report.devices(0).has_activity());
+  fake.set_return("nvmlGpmSampleGet", 0, NVML_SUCCESS);
+  EXPECT_FALSE(CollectOnce(*collector).devices(0).has_activity());
+  EXPECT_TRUE(CollectOnce(*collector).devices(0).activity().has_sm_ratio());
+
+  // A driver without the GPM API at all (the legacy library): no activity, no error.
+  auto legacy = Create(Legacy());
+  ASSERT_NE(legacy, nullptr);
+  CollectOnce(*legacy);
+  const v1::NodeReport old = CollectOnce(*legacy);
+  ASSERT_EQ(old.devices_size(), 2);
+  EXPECT_FALSE(old.devices(0).has_activity());
 }
 
 TEST_F(Nvml, MemoryFallsBackToV1WhenV2IsRefused) {
@@ -667,6 +753,7 @@ TEST(NvmlGolden, TwoGpusWithNvlinkMatchGoldenExposition) {
   fake.reset();
   auto collector = Create(fake);
   ASSERT_NE(collector, nullptr);
+  CollectOnce(*collector);  // GPM activity covers the interval since this first tick
   auto report = std::make_shared<v1::NodeReport>();
   report->set_node("fixture");
   report->mutable_timestamp()->set_seconds(1'700'000'000);

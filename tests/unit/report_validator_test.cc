@@ -95,6 +95,20 @@ v1::NodeReport FullReport() {
   d->mutable_clocks()->set_low_utilization_violation_seconds_total(42);
   d->mutable_clocks()->set_reliability_violation_seconds_total(0);
   d->mutable_state()->set_performance_state(15);
+  auto* a = d->mutable_activity();
+  for (auto set :
+       {&v1::DeviceActivity::set_graphics_engine_ratio, &v1::DeviceActivity::set_sm_ratio,
+        &v1::DeviceActivity::set_sm_occupancy_ratio, &v1::DeviceActivity::set_tensor_ratio,
+        &v1::DeviceActivity::set_tensor_dfma_ratio, &v1::DeviceActivity::set_tensor_hmma_ratio,
+        &v1::DeviceActivity::set_tensor_imma_ratio, &v1::DeviceActivity::set_fp64_ratio,
+        &v1::DeviceActivity::set_fp32_ratio, &v1::DeviceActivity::set_fp16_ratio,
+        &v1::DeviceActivity::set_integer_ratio, &v1::DeviceActivity::set_dram_bandwidth_ratio}) {
+    (a->*set)(0.5);
+  }
+  a->set_pcie_transmit_bytes_per_second(1e9);
+  a->set_pcie_receive_bytes_per_second(0);
+  a->set_nvlink_transmit_bytes_per_second(4e11);
+  a->set_nvlink_receive_bytes_per_second(4e11);
   d->mutable_state()->set_persistence_mode(true);
   auto* e = d->mutable_errors();
   e->set_ecc_corrected_total(1);
@@ -479,6 +493,12 @@ TEST(ReportValidator, PhysicallyImpossibleValuesAreRejected) {
        }},
       {"negative fan speed",
        [](auto& r) { r.mutable_devices(0)->mutable_thermal()->set_fan_speed_ratio(-0.1); }},
+      {"activity over 1",
+       [](auto& r) { r.mutable_devices(0)->mutable_activity()->set_tensor_ratio(1.5); }},
+      {"negative bus traffic",
+       [](auto& r) {
+         r.mutable_devices(0)->mutable_activity()->set_nvlink_receive_bytes_per_second(-1);
+       }},
       {"no performance state P16",
        [](auto& r) { r.mutable_devices(0)->mutable_state()->set_performance_state(16); }},
       {"negative bandwidth",
