@@ -153,6 +153,46 @@ BENCHMARK(BM_NvmlCollector)
     ->MeasureProcessCPUTime()
     ->UseRealTime();
 
+// The NVML collector alone (8 GPUs, no processes) with GPM profiling off (arg 0: the GPUs say
+// they have no GPM) or on (arg 1: one sample per GPU per tick and one 16-metric query against
+// the previous tick's sample): what issue 21's activity adds to a cycle.
+void BM_NvmlCollectorGpm(benchmark::State& state) {
+  ScriptFakeNvml(false);
+  if (state.range(0) == 0) {
+    FakeNvml().Function<void (*)(int, const char*, double)>("fake_nvml_set_value")(
+        -1, "gpm.supported", 0);
+  }
+  std::string why_not;
+  auto nvml = accelmon::collectors::CreateNvmlCollector(FAKE_NVML_PATH, &why_not);
+  if (!nvml) {
+    state.SkipWithError(why_not.c_str());
+    return;
+  }
+  uint64_t seq = 0;
+  {
+    accelmon::v1::NodeReport first = NewReport(++seq);  // GPM's first sample: no interval yet
+    nvml->Collect(first);
+  }
+  size_t with_activity = 0;
+  for (auto _ : state) {
+    accelmon::v1::NodeReport report = NewReport(++seq);
+    nvml->Collect(report);
+    with_activity = 0;
+    for (const auto& d : report.devices()) with_activity += d.has_activity() ? 1 : 0;
+    benchmark::DoNotOptimize(report);
+  }
+  if (state.range(0) != 0 && with_activity != kDevices) {
+    state.SkipWithError("expected GPM activity on every GPU");
+  }
+  state.counters["gpus_with_activity"] = static_cast<double>(with_activity);
+}
+BENCHMARK(BM_NvmlCollectorGpm)
+    ->ArgName("gpm")
+    ->Arg(0)
+    ->Arg(1)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
 // The processes collector alone over a report with 8 GPUs x 8 processes, as NVML lists them.
 // Arg 0: steady state (each process's /proc read when it appeared); 1: every process read again
 // each tick (the first tick, and once a minute per process).
