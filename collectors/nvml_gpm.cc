@@ -9,33 +9,42 @@
 namespace accelmon::collectors {
 namespace {
 
-// What we ask GPM for, and where each value goes: NVML gives percent and MiB/s.
+// What we ask GPM for, and where each value goes: NVML gives percent and MiB/s. Plain function
+// pointers, not pointers to members: GCC's bounds sanitizer misreads a member-pointer call
+// through an indexed array (a false "index out of bounds").
+using Activity = v1::DeviceActivity;
 struct Metric {
   nvmlGpmMetricId_t id;
-  void (v1::DeviceActivity::*set)(double);
+  void (*set)(Activity&, double);
   bool ratio;  // percent -> 0..1; otherwise MiB/s -> bytes/s
 };
 constexpr Metric kMetrics[] = {
-    {NVML_GPM_METRIC_GRAPHICS_UTIL, &v1::DeviceActivity::set_graphics_engine_ratio, true},
-    {NVML_GPM_METRIC_SM_UTIL, &v1::DeviceActivity::set_sm_ratio, true},
-    {NVML_GPM_METRIC_SM_OCCUPANCY, &v1::DeviceActivity::set_sm_occupancy_ratio, true},
-    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, &v1::DeviceActivity::set_tensor_ratio, true},
-    {NVML_GPM_METRIC_DFMA_TENSOR_UTIL, &v1::DeviceActivity::set_tensor_dfma_ratio, true},
-    {NVML_GPM_METRIC_HMMA_TENSOR_UTIL, &v1::DeviceActivity::set_tensor_hmma_ratio, true},
-    {NVML_GPM_METRIC_IMMA_TENSOR_UTIL, &v1::DeviceActivity::set_tensor_imma_ratio, true},
-    {NVML_GPM_METRIC_FP64_UTIL, &v1::DeviceActivity::set_fp64_ratio, true},
-    {NVML_GPM_METRIC_FP32_UTIL, &v1::DeviceActivity::set_fp32_ratio, true},
-    {NVML_GPM_METRIC_FP16_UTIL, &v1::DeviceActivity::set_fp16_ratio, true},
-    {NVML_GPM_METRIC_INTEGER_UTIL, &v1::DeviceActivity::set_integer_ratio, true},
-    {NVML_GPM_METRIC_DRAM_BW_UTIL, &v1::DeviceActivity::set_dram_bandwidth_ratio, true},
-    {NVML_GPM_METRIC_PCIE_TX_PER_SEC, &v1::DeviceActivity::set_pcie_transmit_bytes_per_second,
-     false},
-    {NVML_GPM_METRIC_PCIE_RX_PER_SEC, &v1::DeviceActivity::set_pcie_receive_bytes_per_second,
-     false},
+    {NVML_GPM_METRIC_GRAPHICS_UTIL, [](Activity& a, double v) { a.set_graphics_engine_ratio(v); },
+     true},
+    {NVML_GPM_METRIC_SM_UTIL, [](Activity& a, double v) { a.set_sm_ratio(v); }, true},
+    {NVML_GPM_METRIC_SM_OCCUPANCY, [](Activity& a, double v) { a.set_sm_occupancy_ratio(v); },
+     true},
+    {NVML_GPM_METRIC_ANY_TENSOR_UTIL, [](Activity& a, double v) { a.set_tensor_ratio(v); }, true},
+    {NVML_GPM_METRIC_DFMA_TENSOR_UTIL, [](Activity& a, double v) { a.set_tensor_dfma_ratio(v); },
+     true},
+    {NVML_GPM_METRIC_HMMA_TENSOR_UTIL, [](Activity& a, double v) { a.set_tensor_hmma_ratio(v); },
+     true},
+    {NVML_GPM_METRIC_IMMA_TENSOR_UTIL, [](Activity& a, double v) { a.set_tensor_imma_ratio(v); },
+     true},
+    {NVML_GPM_METRIC_FP64_UTIL, [](Activity& a, double v) { a.set_fp64_ratio(v); }, true},
+    {NVML_GPM_METRIC_FP32_UTIL, [](Activity& a, double v) { a.set_fp32_ratio(v); }, true},
+    {NVML_GPM_METRIC_FP16_UTIL, [](Activity& a, double v) { a.set_fp16_ratio(v); }, true},
+    {NVML_GPM_METRIC_INTEGER_UTIL, [](Activity& a, double v) { a.set_integer_ratio(v); }, true},
+    {NVML_GPM_METRIC_DRAM_BW_UTIL, [](Activity& a, double v) { a.set_dram_bandwidth_ratio(v); },
+     true},
+    {NVML_GPM_METRIC_PCIE_TX_PER_SEC,
+     [](Activity& a, double v) { a.set_pcie_transmit_bytes_per_second(v); }, false},
+    {NVML_GPM_METRIC_PCIE_RX_PER_SEC,
+     [](Activity& a, double v) { a.set_pcie_receive_bytes_per_second(v); }, false},
     {NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
-     &v1::DeviceActivity::set_nvlink_transmit_bytes_per_second, false},
+     [](Activity& a, double v) { a.set_nvlink_transmit_bytes_per_second(v); }, false},
     {NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
-     &v1::DeviceActivity::set_nvlink_receive_bytes_per_second, false},
+     [](Activity& a, double v) { a.set_nvlink_receive_bytes_per_second(v); }, false},
 };
 static_assert(std::size(kMetrics) <= ACCELMON_GPM_METRICS);
 
@@ -115,12 +124,12 @@ nvmlReturn_t GpmSampler::Collect(unsigned index, nvmlDevice_t handle, v1::Device
     if (api_.metrics_get(&get) == NVML_SUCCESS) {
       v1::DeviceActivity& activity = *device.mutable_activity();
       for (size_t i = 0; i < std::size(kMetrics); ++i) {
+        const Metric& metric = kMetrics[i];
         const nvmlGpmMetric_t& m = get.metrics[i];
         if (m.nvmlReturn != NVML_SUCCESS || !std::isfinite(m.value) || m.value < 0) continue;
         // Percent may round past 100 by a hair: clamped, so the share stays a share.
-        const double value =
-            kMetrics[i].ratio ? std::min(m.value / 100.0, 1.0) : m.value * 1024.0 * 1024.0;
-        (activity.*kMetrics[i].set)(value);
+        metric.set(activity,
+                   metric.ratio ? std::min(m.value / 100.0, 1.0) : m.value * 1024.0 * 1024.0);
       }
       if (activity.ByteSizeLong() == 0) device.clear_activity();
     }
