@@ -84,6 +84,8 @@ DIAGNOSIS_RULES = [
     ("link_flapping", "AccelmonLinkFlapping", "a device link keeps going up and down"),
     ("job_stall", "AccelmonJobStall", "every device of the job went idle with silent links while memory stays allocated"),
     ("throughput_drop", "AccelmonThroughputDrop", "the device works far below its own recent baseline"),
+    ("low_sm_activity", "AccelmonLowSmActivity",
+     "a job's GPU runs its SMs far below its own median for that job (profiling counters)"),
     ("memory_leak", "AccelmonMemoryLeak", "device memory use grows steadily toward exhaustion"),
     ("ecc_errors", "AccelmonEccErrors", "the device reports ECC memory errors"),
     ("xid_error", "AccelmonXidError", "the driver reported an XID error for the device"),

@@ -155,6 +155,14 @@ class Parser {
               {"min_baseline_ratio", F::kRatio, &r.min_baseline_ratio},
               {"memory_kept_share", F::kRatio, &r.memory_kept_share}};
     }
+    if (id == "low_sm_activity") {
+      auto& r = c.low_sm_activity;
+      return {{"enabled", F::kBool, &r.enabled},
+              {"share", F::kRatio, &r.share},
+              {"baseline", F::kDuration, &r.baseline_seconds},
+              {"for", F::kDuration, &r.for_seconds},
+              {"min_median_ratio", F::kRatio, &r.min_median_ratio}};
+    }
     if (id == "memory_leak") {
       auto& r = c.memory_leak;
       return {{"enabled", F::kBool, &r.enabled},

@@ -147,6 +147,20 @@ struct ThroughputDropConfig {
   bool operator==(const ThroughputDropConfig&) const = default;
 };
 
+struct LowSmActivityConfig {
+  bool enabled = true;
+  // SM activity under this share of the device's own median for its job ...
+  double share = 0.5;
+  // ... (the median of per-minute means over this long) ...
+  double baseline_seconds = 1800;
+  // ... for this long.
+  double for_seconds = 300;
+  // A device whose median SM activity is below this is not busy enough to judge.
+  double min_median_ratio = 0.2;
+
+  bool operator==(const LowSmActivityConfig&) const = default;
+};
+
 struct MemoryLeakConfig {
   bool enabled = true;
   // Fit memory used over this trailing window ...
@@ -229,6 +243,7 @@ struct Config {
   JobStallConfig job_stall;
   JobStragglerConfig job_straggler;
   ThroughputDropConfig throughput_drop;
+  LowSmActivityConfig low_sm_activity;
   MemoryLeakConfig memory_leak;
   EccErrorsConfig ecc_errors;
   XidErrorConfig xid_error;

@@ -87,6 +87,10 @@ std::optional<double> ExtractPlotValue(const v1::NodeReport& report, std::string
     if (!d->utilization().has_compute_ratio()) return std::nullopt;
     return d->utilization().compute_ratio();
   }
+  if (metric == "sm_ratio") {
+    if (!d->activity().has_sm_ratio()) return std::nullopt;
+    return d->activity().sm_ratio();
+  }
   if (metric == "ecc_corrected_total") {
     if (!d->errors().has_ecc_corrected_total()) return std::nullopt;
     return static_cast<double>(d->errors().ecc_corrected_total());
@@ -100,7 +104,9 @@ std::optional<double> ExtractPlotValue(const v1::NodeReport& report, std::string
 }
 
 std::string_view PlotUnit(std::string_view metric) {
-  if (metric == "fragmentation_ratio" || metric == "compute_ratio") return "ratio";
+  if (metric == "fragmentation_ratio" || metric == "compute_ratio" || metric == "sm_ratio") {
+    return "ratio";
+  }
   if (metric == "memory_used_bytes") return "bytes";
   if (metric == "core_celsius") return "celsius";
   if (metric == "device_up" || metric == "link_up") return "bool";

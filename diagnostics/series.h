@@ -2,7 +2,7 @@
 // them back out of the reports around each finding.
 //
 // Plot names: of the finding's device (matched by device_uuid, else by index == finding.device)
-//   "fragmentation_ratio", "memory_used_bytes", "core_celsius", "compute_ratio",
+//   "fragmentation_ratio", "memory_used_bytes", "core_celsius", "compute_ratio", "sm_ratio",
 //   "ecc_corrected_total", "ecc_uncorrected_total", "device_up" (1/0);
 // of the finding's link on its device (a host link when the finding has no device)
 //   "link_up" (1/0), "link_bytes_per_second" (transmit + receive, from counter deltas);

@@ -29,6 +29,7 @@ std::span<const RuleDefinition> AllRules() {
                      &MakeJobStragglerRule},
       RuleDefinition{"throughput_drop", &MakeThroughputDropRule,
                      &Enabled<&Config::throughput_drop>},
+      RuleDefinition{"low_sm_activity", &MakeLowSmActivityRule, &Enabled<&Config::low_sm_activity>},
       RuleDefinition{"memory_leak", &MakeMemoryLeakRule, &Enabled<&Config::memory_leak>},
       RuleDefinition{"ecc_errors", &MakeEccErrorsRule, &Enabled<&Config::ecc_errors>},
       RuleDefinition{"xid_error", &MakeXidErrorRule, &Enabled<&Config::xid_error>},

@@ -17,6 +17,7 @@ std::unique_ptr<Rule> MakeJobStallRule(const Config& config);
 std::unique_ptr<JobRule> MakeJobStallJobRule(const Config& config);
 std::unique_ptr<JobRule> MakeJobStragglerRule(const Config& config);
 std::unique_ptr<Rule> MakeThroughputDropRule(const Config& config);
+std::unique_ptr<Rule> MakeLowSmActivityRule(const Config& config);
 std::unique_ptr<Rule> MakeMemoryLeakRule(const Config& config);
 std::unique_ptr<Rule> MakeEccErrorsRule(const Config& config);
 std::unique_ptr<Rule> MakeXidErrorRule(const Config& config);

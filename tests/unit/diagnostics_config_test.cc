@@ -70,6 +70,8 @@ TEST(DiagnosticsConfig, ErrorsNameTheFileLineAndWhatIsWrong) {
             "diag.yaml:2: unknown setting first_fault.windw (known: enabled, window)");
   EXPECT_EQ(ErrorOf("rules:\n  job_straggler:\n    ratio: 2\n"),
             "diag.yaml:3: rules.job_straggler.ratio must be between 0 and 1");
+  EXPECT_EQ(ErrorOf("rules:\n  low_sm_activity:\n    share: -0.5\n"),
+            "diag.yaml:3: rules.low_sm_activity.share must be between 0 and 1");
   EXPECT_EQ(ErrorOf("rules:\n  thermal_throttling:\n    violation_share: 1.2\n"),
             "diag.yaml:3: rules.thermal_throttling.violation_share must be between 0 and 1");
   EXPECT_EQ(ErrorOf("rules:\n  job_straggler:\n    min_ranks: 0\n"),

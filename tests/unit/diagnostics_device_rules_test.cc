@@ -375,6 +375,77 @@ TEST_F(DeviceRulesTest, PowerViolationCountsAndAZeroShareTurnsTheCountersOff) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// low_sm_activity
+
+// GPU 3 held by `job` (none when empty) with GPM SM activity `sm` (absent when nullopt), the
+// coarse utilization at 100 % throughout.
+v1::NodeReport DrSm(int64_t t, std::optional<double> sm, const std::string& job = "j1") {
+  v1::NodeReport r = DrReport(t);
+  v1::DeviceTelemetry* d = DrDevice(r, 3);
+  d->mutable_utilization()->set_compute_ratio(1.0);
+  if (sm) d->mutable_activity()->set_sm_ratio(*sm);
+  d->mutable_activity()->set_tensor_ratio(0.3);
+  if (!job.empty()) {
+    v1::DeviceHolder* h = d->add_holders();
+    h->set_kind(v1::HOLDER_KIND_SLURM);
+    h->set_job(job);
+  }
+  return r;
+}
+
+TEST_F(DeviceRulesTest, LowSmActivityAgainstTheJobsOwnMedianFiresAfterForAndCloses) {
+  // 30 min of a busy job (every 10 s, 0.55..0.65), then its SMs drop to 10 % while utilization
+  // stays at 100 %.
+  int64_t t = 0;
+  for (; t < 1800; t += 10) Feed(DrSm(t, 0.55 + 0.01 * static_cast<double>((t / 10) % 11)));
+  const int64_t drop = t;
+  for (; t < drop + 290; t += 10) Feed(DrSm(t, 0.1));
+  EXPECT_TRUE(Opened("low_sm_activity").empty()) << "under 5 min";
+  for (; t <= drop + 300; t += 10) Feed(DrSm(t, 0.1));
+  ASSERT_EQ(Opened("low_sm_activity").size(), 1u);
+  const v1::Finding f = Opened("low_sm_activity")[0];
+  EXPECT_EQ(f.severity(), "warning");
+  EXPECT_EQ(f.device(), "3");
+  EXPECT_EQ(f.plot(), "sm_ratio");
+  EXPECT_EQ(f.start().seconds(), kDrT0 + drop);
+  EXPECT_DOUBLE_EQ(DrEvidence(f, "sm_ratio")->value(), 0.1);
+  EXPECT_NEAR(DrEvidence(f, "median_sm_ratio")->value(), 0.6, 0.011);
+  EXPECT_EQ(DrEvidence(f, "job")->text(), "j1");
+  EXPECT_TRUE(DrHasEvidence(f, {"tensor_ratio", "compute_ratio", "low_for", "share"}));
+  EXPECT_TRUE(DrHas(f.summary(), "device 3 of job j1: SM activity 10% vs its 60% median"))
+      << f.summary();
+  EXPECT_TRUE(DrHas(f.summary(), "(utilization 100%)")) << f.summary();
+
+  Feed(DrSm(t, 0.58));
+  ASSERT_EQ(Closed("low_sm_activity").size(), 1u);
+  EXPECT_EQ(Closed("low_sm_activity")[0].end().seconds(), kDrT0 + t);
+}
+
+TEST_F(DeviceRulesTest, LowSmActivityNeedsAJobABusyMedianAndGpmAndANewJobStartsOver) {
+  int64_t t = 0;
+  // No job: the same drop is nobody's.
+  for (; t < 1800; t += 10) Feed(DrSm(t, 0.6, ""));
+  for (const int64_t end = t + 600; t < end; t += 10) Feed(DrSm(t, 0.1, ""));
+  // An idle job (median 10 %) going to 2 %: not busy enough to judge.
+  for (const int64_t end = t + 1800; t < end; t += 10) Feed(DrSm(t, 0.1, "idle"));
+  for (const int64_t end = t + 600; t < end; t += 10) Feed(DrSm(t, 0.02, "idle"));
+  // A busy job, then another job on the device ramping up from 5 %: a fresh median.
+  for (const int64_t end = t + 1800; t < end; t += 10) Feed(DrSm(t, 0.6, "first"));
+  for (const int64_t end = t + 600; t < end; t += 10) Feed(DrSm(t, 0.05, "second"));
+  // No SM activity at all (no GPM): nothing to judge.
+  for (const int64_t end = t + 2400; t < end; t += 10) Feed(DrSm(t, std::nullopt, "third"));
+  EXPECT_TRUE(Opened("low_sm_activity").empty());
+}
+
+TEST_F(DeviceRulesTest, LowSmActivityNeedsMostOfTheBaselineCovered) {
+  // 20 of 30 minutes of history: the median is not judged yet.
+  int64_t t = 0;
+  for (; t < 1200; t += 10) Feed(DrSm(t, 0.6));
+  for (const int64_t end = t + 600; t < end; t += 10) Feed(DrSm(t, 0.1));
+  EXPECT_TRUE(Opened("low_sm_activity").empty());
+}
+
+// ---------------------------------------------------------------------------------------------
 // memory_leak
 
 v1::NodeReport DrUsed(int64_t t, double used_bytes, double total_gib = 80) {

@@ -146,13 +146,13 @@ TEST_F(EngineTest, ForgettingANodeClosesItsFindings) {
 }
 
 TEST(EngineRules, EveryRuleHasAnIdAndRunsUnlessDisabled) {
-  EXPECT_EQ(AllRules().size(), 14u);
+  EXPECT_EQ(AllRules().size(), 15u);
   Config config;
-  EXPECT_EQ(Engine(config).rule_ids().size(), 14u);
+  EXPECT_EQ(Engine(config).rule_ids().size(), 15u);
   config.job_stall.enabled = false;
   config.xid_error.enabled = false;
   const auto ids = Engine(config).rule_ids();
-  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_EQ(ids.size(), 13u);
   EXPECT_EQ(std::count(ids.begin(), ids.end(), "job_stall"), 0);
   EXPECT_EQ(ids.front(), "memory_fragmentation");
   EXPECT_EQ(ids.back(), "device_lost");
