@@ -4,7 +4,6 @@
 // counter shows the device doing little. A change of job, or no job, starts the median over.
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,8 +44,10 @@ class LowSmActivityRule final : public Rule {
     int64_t count = 0;
   };
   struct State {
-    std::string job;             // the job the baseline belongs to
-    std::deque<Bucket> buckets;  // oldest first, at most kBuckets + 1 (the open one last)
+    std::string job;  // the job the baseline belongs to
+    // Oldest first, at most kBuckets + 1 (the open one last). A vector, not a deque: an empty
+    // std::deque allocates ~600 bytes, and every device the rule sees has one.
+    std::vector<Bucket> buckets;
     std::optional<int64_t> low_since_ns;
     double frozen_median = 0;  // the median when the low stretch began
   };
@@ -96,7 +97,9 @@ class LowSmActivityRule final : public Rule {
 
     const int64_t now = context.now_ns();
     const int64_t epoch = now / BucketNanos();
-    while (!s.buckets.empty() && s.buckets.front().epoch < epoch - kBuckets) s.buckets.pop_front();
+    const auto expired = std::find_if(s.buckets.begin(), s.buckets.end(),
+                                      [&](const Bucket& b) { return b.epoch >= epoch - kBuckets; });
+    s.buckets.erase(s.buckets.begin(), expired);
     const double sm = device.activity().sm_ratio();
     const std::optional<double> median =
         s.low_since_ns ? std::optional(s.frozen_median) : Median(s, epoch);
