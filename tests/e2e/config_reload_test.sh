@@ -63,6 +63,11 @@ scrapes() {
 }
 scrapes &
 scraper=$!
+scrape_count() { [ -f scrapes.txt ] && wc -l <scrapes.txt || echo 0; }
+at_least_scrapes() { [ "$(scrape_count)" -ge "$1" ]; }
+# Scrapes before the reload and after it, counted rather than timed: a loaded CI host can
+# answer the reload before a slow TLS scrape returns.
+wait_until 30 "two scrapes before the reload" at_least_scrapes 2
 
 # A stricter threshold in the file the config names, then SIGHUP: the rule uses it at once.
 write_diagnostics 2.0.0
@@ -72,9 +77,11 @@ wait_for_metric "$url" '^accelmon_diagnosis_active\{rule="firmware_below_minimum
 [ "$(value accelmon_config_last_reload_successful)" = 1 ] || fail "after SIGHUP: not successful"
 now=$(value accelmon_config_last_reload_success_timestamp_seconds)
 awk -v a="$started" -v b="$now" 'BEGIN { exit !(b > a) }' || fail "success timestamp $now not after $started"
+before_stop=$(scrape_count)
+wait_until 30 "two scrapes after the reload" at_least_scrapes $((before_stop + 2))
 touch stop_scraping
 wait "$scraper"
-[ "$(wc -l <scrapes.txt)" -ge 3 ] || fail "too few scrapes during the reload: $(wc -l <scrapes.txt)"
+[ "$(wc -l <scrapes.txt)" -ge 4 ] || fail "too few scrapes around the reload: $(wc -l <scrapes.txt)"
 grep -vqx 3 scrapes.txt && fail "a scrape during the reload failed or missed a node: $(sort scrapes.txt | uniq -c)"
 
 # A broken file: refused with FILE:LINE, the old config (and its finding) kept.
