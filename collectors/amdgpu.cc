@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "collectors/amdgpu_gpu_metrics.h"
 #include "collectors/file_reader.h"
 #include "collectors/text_parsing.h"
 
@@ -41,10 +42,17 @@ constexpr std::string_view kDeviceFiles[] = {
 // The files of the card's hwmon chip read each tick (amdgpu has temp1..3 and one power sensor
 // on dGPUs; power2 only on Van Gogh APUs).
 constexpr std::string_view kHwmonFiles[] = {
-    "name",        "temp1_input", "temp1_label",     "temp1_crit",      "temp1_emergency",
-    "temp2_input", "temp2_label", "temp2_crit",      "temp2_emergency", "temp3_input",
-    "temp3_label", "temp3_crit",  "temp3_emergency", "power1_input",    "power1_average",
-    "power1_cap",  "freq1_input", "freq1_label",     "freq2_input",     "freq2_label",
+    "name",         "pwm1",
+    "temp1_input",  "temp1_label",
+    "temp1_crit",   "temp1_emergency",
+    "temp2_input",  "temp2_label",
+    "temp2_crit",   "temp2_emergency",
+    "temp3_input",  "temp3_label",
+    "temp3_crit",   "temp3_emergency",
+    "power1_input", "power1_average",
+    "power1_cap",   "freq1_input",
+    "freq1_label",  "freq2_input",
+    "freq2_label",
 };
 
 bool AllDigits(std::string_view s) {
@@ -153,6 +161,14 @@ void MapThermal(const AmdgpuAttributes& attributes, Values& values, v1::DeviceTh
       thermal.set_memory_celsius(*celsius);
     }
   }
+  // The fan's PWM duty, 0..255 in amdgpu (pwm1_max); fanless server cards have no pwm1.
+  if (const auto pwm = values.Uint("hwmon/pwm1")) {
+    if (*pwm <= 255) {
+      thermal.set_fan_speed_ratio(static_cast<double>(*pwm) / 255.0);
+    } else {
+      values.CountMalformed();
+    }
+  }
 }
 
 void MapPower(const AmdgpuAttributes& attributes, Values& values, v1::DevicePower& power) {
@@ -187,9 +203,11 @@ void MapPcieLink(Values& values, v1::DeviceTelemetry& out) {
     // "Unknown" is what the kernel answers for a link it cannot read: absent, not malformed.
     if (!gts && *speed != "Unknown") values.CountMalformed();
   }
-  std::optional<uint64_t> width = values.Uint("current_link_width");
-  if (width && (*width == 0 || *width > 32)) width.reset();  // untrained link, or junk
-  if (!gts && !width) return;
+  // 0 for an untrained link, a width over 32 is junk: both absent. (A plain value, not an
+  // optional: GCC 12 warns maybe-uninitialized on the optional once this is inlined.)
+  const uint64_t width = values.Uint("current_link_width").value_or(0);
+  const bool has_width = width > 0 && width <= 32;
+  if (!gts && !has_width) return;
 
   v1::Link& link = *out.add_links();
   link.set_kind(v1::LINK_KIND_PCIE);
@@ -200,10 +218,44 @@ void MapPcieLink(Values& values, v1::DeviceTelemetry& out) {
   if (const auto generation = gts ? PcieGeneration(*gts) : std::nullopt) {
     link.set_pcie_generation(*generation);
   }
-  if (width) link.set_pcie_width(static_cast<uint32_t>(*width));
+  if (has_width) link.set_pcie_width(static_cast<uint32_t>(width));
   if (link.has_pcie_generation() && link.has_pcie_width()) {
     if (const auto max = PcieMaxBytesPerSecond(link.pcie_generation(), link.pcie_width())) {
       link.set_max_bandwidth_bytes_per_second(*max);
+    }
+  }
+}
+
+// What only the binary gpu_metrics table has: the firmware's activity averages, per compute die
+// on MI300, energy, and PCIe replays.
+void MapGpuMetrics(const AmdgpuAttributes& attributes, const AmdgpuCardContext& context,
+                   Values& values, v1::DeviceTelemetry& out) {
+  const auto blob = Find(attributes, "gpu_metrics");
+  if (!blob) return;
+  AmdgpuGpuMetrics metrics;
+  std::string why;
+  switch (ParseAmdgpuGpuMetrics(*blob, metrics, why)) {
+    case GpuMetricsResult::kDecoded:
+      break;
+    case GpuMetricsResult::kUnknownLayout:
+      if (context.unknown_gpu_metrics != nullptr) *context.unknown_gpu_metrics = std::move(why);
+      return;
+    case GpuMetricsResult::kMalformed:
+      values.CountMalformed();
+      return;
+  }
+  for (size_t i = 0; i < metrics.skipped_values; ++i) values.CountMalformed();
+  v1::DeviceActivity activity;
+  if (metrics.gfx_activity_ratio) activity.set_graphics_engine_ratio(*metrics.gfx_activity_ratio);
+  if (metrics.umc_activity_ratio) activity.set_dram_bandwidth_ratio(*metrics.umc_activity_ratio);
+  for (const double ratio : metrics.compute_die_ratios) activity.add_compute_die_ratios(ratio);
+  if (activity.ByteSizeLong() > 0) *out.mutable_activity() = std::move(activity);
+  if (metrics.energy_joules) out.mutable_power()->set_energy_joules_total(*metrics.energy_joules);
+  if (metrics.pcie_replays) {
+    for (v1::Link& link : *out.mutable_links()) {
+      if (link.kind() == v1::LINK_KIND_PCIE) {
+        (*link.mutable_errors_total())["replay"] = *metrics.pcie_replays;
+      }
     }
   }
 }
@@ -224,6 +276,14 @@ class CardReader {
     if (!trimmed.empty()) attributes_.insert_or_assign(std::string(key), std::string(trimmed));
   }
   void Read(std::string_view relative) { Read(relative, relative); }
+
+  // As Read, byte for byte: for binary tables.
+  void ReadBinary(std::string_view relative) {
+    std::string bytes;
+    const int err = reader_(dir_ / relative, bytes);
+    if (err == ENODEV) lost_ = true;
+    if (err == 0 && !bytes.empty()) attributes_.insert_or_assign(std::string(relative), bytes);
+  }
 
   const fs::path& dir() const { return dir_; }
   bool lost() const { return lost_; }
@@ -393,6 +453,7 @@ size_t ParseAmdgpuCard(const AmdgpuAttributes& attributes, const AmdgpuCardConte
   }
 
   MapPcieLink(values, out);
+  MapGpuMetrics(attributes, context, values, out);
   return values.malformed();
 }
 
@@ -426,6 +487,7 @@ void AmdgpuCollector::Collect(v1::NodeReport& report) {
     // A card seen before stays ours while it answers ENODEV, even to vendor or uevent.
     if (!ReadIsAmdgpu(r) && !(known && r.lost())) continue;
     for (const std::string_view file : kDeviceFiles) r.Read(file);
+    r.ReadBinary("gpu_metrics");
     if (const auto chip = FindHwmonChip(r.dir(), reader_)) {
       for (const std::string_view file : kHwmonFiles) {
         r.Read("hwmon/" + chip->filename().string() + "/" + std::string(file),
@@ -436,8 +498,15 @@ void AmdgpuCollector::Collect(v1::NodeReport& report) {
     Card& c = found.emplace_back();
     c.name = &card;
     c.lost = r.lost();
-    const AmdgpuCardContext context{card, static_cast<uint32_t>(found.size() - 1), driver_version};
+    std::string unknown_gpu_metrics;
+    const AmdgpuCardContext context{card, static_cast<uint32_t>(found.size() - 1), driver_version,
+                                    &unknown_gpu_metrics};
     malformed += ParseAmdgpuCard(r.attributes(), context, c.device);
+    if (!unknown_gpu_metrics.empty() && unknown_gpu_metrics != unknown_gpu_metrics_logged_) {
+      spdlog::info("amdgpu {}: {}; activity comes from gpu_busy_percent and mem_busy_percent only",
+                   card, unknown_gpu_metrics);
+      unknown_gpu_metrics_logged_ = std::move(unknown_gpu_metrics);
+    }
     if (const auto hive = Find(r.attributes(), "xgmi_hive_info/xgmi_hive_id");
         hive && *hive != "0") {
       c.hive = std::string(*hive);

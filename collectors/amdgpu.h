@@ -20,8 +20,9 @@ namespace accelmon::collectors {
 
 // One card's attribute files as read, keyed by their path under card<N>/device/ ("vendor",
 // "mem_info_vram_total", "ras/umc_err_count", "xgmi_hive_info/xgmi_hive_id"); the files of the
-// card's hwmon chip as "hwmon/<file>" ("hwmon/temp2_input"). Values are trimmed; an attribute
-// the driver does not answer, or answers empty, is left out.
+// card's hwmon chip as "hwmon/<file>" ("hwmon/temp2_input"). Values are trimmed, except the
+// binary "gpu_metrics" table, kept byte for byte; an attribute the driver does not answer, or
+// answers empty, is left out.
 using AmdgpuAttributes = std::map<std::string, std::string, std::less<>>;
 
 // The N of a DRM "card<N>" directory; nullopt for render nodes ("renderD128"), connectors
@@ -51,10 +52,14 @@ struct AmdgpuCardContext {
   std::string card;            // "card2": the uuid fallback when even the PCI bus id is unknown
   uint32_t index = 0;          // position among this node's AMD cards, ordered by N
   std::string driver_version;  // /sys/module/amdgpu/version (DKMS driver only)
+  // Set by the parser when the card's gpu_metrics table has a layout this build does not
+  // decode (why, for the collector to log once); left alone otherwise.
+  std::string* unknown_gpu_metrics = nullptr;
 };
 
 // Maps one card's attributes onto `out` (identity, memory, utilization, thermal, power, clocks,
-// ECC, the PCIe link to the host). Returns the number of values skipped as malformed.
+// ECC, the PCIe link to the host, and the binary "gpu_metrics" table: activity, per-die
+// activity, energy, PCIe replays). Returns the number of values skipped as malformed.
 size_t ParseAmdgpuCard(const AmdgpuAttributes& attributes, const AmdgpuCardContext& context,
                        v1::DeviceTelemetry& out);
 
@@ -81,6 +86,7 @@ class AmdgpuCollector final : public Collector {
   AttributeReader reader_;
   std::map<std::string, CardState, std::less<>> cards_;
   MalformedInputLog malformed_log_{"amdgpu"};
+  std::string unknown_gpu_metrics_logged_;  // the last such note logged, to log each once
 };
 
 // The collector, or nullptr with `why_not` saying why when no card under <sysfs>/class/drm is an

@@ -294,7 +294,8 @@ SEL_JOB = 'job_id="$job"'
 JOB_FINDINGS = ('accelmon_diagnosis_active{%s} or (accelmon_diagnosis_active * on (instance, node, device) '
                 'group_left (job_id) accelmon_device_job{%s})' % (SEL_JOB, SEL_JOB))
 NO_STEPS = "the job's training processes push no step counter (accelmon_push steps)"
-NO_GPM = "the GPUs report no profiling counters (NVIDIA before Hopper, AMD, Ascend, the simulator)"
+NO_GPM = ("the GPUs report no profiling counters (NVIDIA before Hopper, Ascend, the simulator; "
+          "AMD only its engine and memory-controller activity)")
 
 
 def panel(title, kind, targets, unit=None, w=12, h=8, description="", table=False, empty_ok=None,
@@ -461,6 +462,12 @@ DEVICE = [
     panel("Pipes", "timeseries",
           [('accelmon_device_activity_ratio{%s,kind=~"tensor_.*|fp64|fp32|fp16|integer"}' % SEL_DEV,
             "{{kind}}")], unit="percentunit", min_=0, max_=1, empty_ok=NO_GPM),
+    panel("Compute dies (AMD XCD)", "timeseries",
+          [("accelmon_device_compute_die_activity_ratio{%s}" % SEL_DEV, "XCD {{die}}")],
+          unit="percentunit", min_=0, max_=1,
+          description="Each compute die's busy share (amdgpu gpu_metrics): one idle XCD of eight "
+                      "is a skewed partition or a stuck queue that the device average hides.",
+          empty_ok="only AMD MI300-class GPUs with gpu_metrics v1.6 or later report per-die activity"),
     panel("Bus traffic (GPM)", "timeseries",
           [("accelmon_device_bus_bytes_per_second{%s}" % SEL_DEV, "{{bus}} {{direction}}")], unit="Bps",
           empty_ok=NO_GPM),

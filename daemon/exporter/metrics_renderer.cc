@@ -454,6 +454,10 @@ class DeviceFamilies {
                            "What the device's units did over the last collection interval, by "
                            "kind (profiling counters: SM, occupancy, tensor, FP pipes, DRAM).",
                            kGauge)),
+        compute_die_(s.Family("accelmon_device_compute_die_activity_ratio",
+                              "Share of the last collection interval each compute die (AMD "
+                              "XCD) was busy.",
+                              kGauge)),
         bus_(s.Family("accelmon_device_bus_bytes_per_second",
                       "Bus traffic over the last collection interval, by bus and direction.",
                       kGauge)),
@@ -624,6 +628,10 @@ class DeviceFamilies {
     for (const auto& [kind, has, get] : kKinds) {
       if ((a.*has)()) accelmon::Add(sink_, activity_, dl, "kind", kind, (a.*get)());
     }
+    for (int die = 0; die < a.compute_die_ratios_size(); ++die) {
+      const IntLabel die_text(die);
+      accelmon::Add(sink_, compute_die_, dl, "die", die_text.view(), a.compute_die_ratios(die));
+    }
     static constexpr std::tuple<std::string_view, std::string_view, Has, Get> kBuses[] = {
         {"pcie", "transmit", &A::has_pcie_transmit_bytes_per_second,
          &A::pcie_transmit_bytes_per_second},
@@ -740,7 +748,7 @@ class DeviceFamilies {
   const size_t info_, up_, mem_total_, mem_used_, mem_free_, mem_reserved_, mem_largest_, mem_frag_,
       temp_, temp_threshold_, throttled_, power_, power_limit_, energy_, util_, clock_, ecc_,
       remapped_, remap_pending_, remap_failure_, ecc_lifetime_, retired_, retired_pending_, fan_,
-      violation_, activity_, bus_, pstate_, persistence_;
+      violation_, activity_, compute_die_, bus_, pstate_, persistence_;
   LinkFamilies links_;
   const size_t job_info_, job_, proc_used_, proc_reserved_, proc_allocated_, proc_ooms_,
       proc_retries_, proc_steps_;

@@ -83,6 +83,9 @@ void CheckActivity(Checker& c, const v1::DeviceActivity& a) {
         {a.has_nvlink_receive_bytes_per_second(), a.nvlink_receive_bytes_per_second()}}) {
     if (has) c.NonNegative(value);
   }
+  // 8 partitions of 8 dies is the most the AMD table can hold; more is a runaway series count.
+  if (a.compute_die_ratios_size() > 64) c.Fail("too_many_compute_dies");
+  for (const double ratio : a.compute_die_ratios()) c.Ratio(ratio);
 }
 
 void CheckLink(Checker& c, const v1::Link& l) {

@@ -81,6 +81,10 @@ TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
     auto* d = r.add_devices();
     for (int i = 0; i < 65; ++i) d->add_holders()->set_user("user" + std::to_string(i));
   });
+  add("too_many_compute_dies", [](auto& r) {
+    auto* a = r.add_devices()->mutable_activity();
+    for (int i = 0; i < 65; ++i) a->add_compute_die_ratios(0.5);
+  });
   add("too_many_holder_pids", [](auto& r) {
     auto* h = r.add_devices()->add_holders();
     for (uint32_t pid = 1; pid <= 257; ++pid) h->add_pids(pid);

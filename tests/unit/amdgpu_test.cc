@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "collectors/file_reader.h"
 #include "daemon/exporter/metrics_renderer.h"
@@ -68,9 +69,10 @@ TEST(Amdgpu, Mi300xValuesInBaseUnits) {
   EXPECT_DOUBLE_EQ(d.thermal().shutdown_threshold_celsius(), 110.0);  // temp2_emergency
   EXPECT_TRUE(d.thermal().throttle_reasons().empty());
 
-  EXPECT_DOUBLE_EQ(d.power().usage_watts(), 612.0);  // power1_input, microwatts
-  EXPECT_DOUBLE_EQ(d.power().limit_watts(), 750.0);  // power1_cap
-  EXPECT_FALSE(d.power().has_energy_joules_total());
+  EXPECT_DOUBLE_EQ(d.power().usage_watts(), 612.0);               // power1_input, microwatts
+  EXPECT_DOUBLE_EQ(d.power().limit_watts(), 750.0);               // power1_cap
+  EXPECT_DOUBLE_EQ(d.power().energy_joules_total(), 1234567.25);  // gpu_metrics, 2^-16 J units
+  EXPECT_FALSE(d.thermal().has_fan_speed_ratio()) << "no pwm1: a fanless OAM module";
 
   EXPECT_DOUBLE_EQ(d.clocks().compute_hz(), 2.1e9);  // freq1 "sclk", hertz
   EXPECT_DOUBLE_EQ(d.clocks().memory_hz(), 1.3e9);   // freq2 "mclk"
@@ -89,6 +91,15 @@ TEST(Amdgpu, Mi300xValuesInBaseUnits) {
   EXPECT_DOUBLE_EQ(pcie.max_bandwidth_bytes_per_second(), 32e9 * 16 * 128 / 130 / 8);
   EXPECT_FALSE(pcie.has_up());
   EXPECT_FALSE(pcie.has_transmit_bytes_total());
+  EXPECT_EQ(pcie.errors_total().at("replay"), 17u);  // gpu_metrics pcie_replay_count_acc
+
+  // gpu_metrics v1.6: the firmware's averages, and each of the eight XCDs of its one partition.
+  const v1::DeviceActivity& a = d.activity();
+  EXPECT_DOUBLE_EQ(a.graphics_engine_ratio(), 0.63);
+  EXPECT_DOUBLE_EQ(a.dram_bandwidth_ratio(), 0.41);
+  EXPECT_EQ(std::vector<double>(a.compute_die_ratios().begin(), a.compute_die_ratios().end()),
+            (std::vector<double>{0.70, 0.65, 0.60, 0.55, 0.72, 0.68, 0.66, 0.50}));
+  EXPECT_FALSE(a.has_sm_ratio()) << "NVIDIA-only kinds stay absent";
 }
 
 TEST(Amdgpu, ConsumerCardReportsWhatItHasAndNothingElse) {
@@ -116,6 +127,9 @@ TEST(Amdgpu, ConsumerCardReportsWhatItHasAndNothingElse) {
 
   EXPECT_DOUBLE_EQ(d.power().usage_watts(), 87.125);  // power1_average
   EXPECT_DOUBLE_EQ(d.power().limit_watts(), 145.0);
+  EXPECT_FALSE(d.power().has_energy_joules_total());
+  EXPECT_DOUBLE_EQ(d.thermal().fan_speed_ratio(), 0.4);  // pwm1 102 of 255
+  EXPECT_FALSE(d.has_activity()) << "no gpu_metrics on Polaris (SMU7)";
 
   EXPECT_FALSE(d.has_errors()) << "no ras/: ECC absent, not 0";
   ASSERT_EQ(d.links_size(), 1) << "no xGMI";
@@ -141,6 +155,14 @@ TEST(Amdgpu, OnlyAmdCardsInCardNumberOrder) {
   EXPECT_DOUBLE_EQ(d.utilization().compute_ratio(), 0.0);
   EXPECT_EQ(d.errors().ecc_uncorrected_total(), 1u);
   EXPECT_EQ(d.errors().ecc_corrected_total(), 0u);
+  // Its gpu_metrics is v1.5: activity 0 is kept; the unfilled UMC activity (all ones) is
+  // absent, and so are per-die values, which v1.5 does not have.
+  EXPECT_TRUE(d.activity().has_graphics_engine_ratio());
+  EXPECT_DOUBLE_EQ(d.activity().graphics_engine_ratio(), 0.0);
+  EXPECT_FALSE(d.activity().has_dram_bandwidth_ratio());
+  EXPECT_EQ(d.activity().compute_die_ratios_size(), 0);
+  EXPECT_DOUBLE_EQ(d.power().energy_joules_total(), 2000.5);
+  EXPECT_EQ(d.links(0).errors_total().at("replay"), 0u);
 }
 
 TEST(Amdgpu, XgmiPeersAreTheOtherCardsOfTheHive) {

@@ -90,6 +90,8 @@ v1::NodeReport FullNode() {
   d->mutable_activity()->set_sm_ratio(0.71);
   d->mutable_activity()->set_tensor_ratio(0.42);
   d->mutable_activity()->set_dram_bandwidth_ratio(0.6);
+  d->mutable_activity()->add_compute_die_ratios(0.7);
+  d->mutable_activity()->add_compute_die_ratios(0.55);
   d->mutable_activity()->set_nvlink_transmit_bytes_per_second(1.5e11);
   d->mutable_errors()->set_ecc_corrected_lifetime_total(40);
   d->mutable_errors()->set_ecc_uncorrected_lifetime_total(1);

@@ -109,6 +109,7 @@ v1::NodeReport FullReport() {
   a->set_pcie_receive_bytes_per_second(0);
   a->set_nvlink_transmit_bytes_per_second(4e11);
   a->set_nvlink_receive_bytes_per_second(4e11);
+  a->add_compute_die_ratios(0.25);
   d->mutable_state()->set_persistence_mode(true);
   auto* e = d->mutable_errors();
   e->set_ecc_corrected_total(1);
@@ -439,6 +440,13 @@ TEST(ReportValidator, TooManyDevicesLinksProcessesHoldersPidsEvents) {
   EXPECT_EQ(Validate(r, {.max_holders_per_device = 65}), "");
 
   r = FullReport();
+  auto* activity = r.mutable_devices(0)->mutable_activity();
+  while (activity->compute_die_ratios_size() < 64) activity->add_compute_die_ratios(0.5);
+  EXPECT_EQ(Validate(r), "");
+  activity->add_compute_die_ratios(0.5);
+  EXPECT_EQ(Validate(r), "too_many_compute_dies") << "8 partitions of 8 XCDs at most";
+
+  r = FullReport();
   auto* holder = r.mutable_devices(0)->mutable_holders(0);
   while (holder->pids_size() < 256) holder->add_pids(static_cast<uint32_t>(holder->pids_size()));
   EXPECT_EQ(Validate(r), "");
@@ -495,6 +503,8 @@ TEST(ReportValidator, PhysicallyImpossibleValuesAreRejected) {
        [](auto& r) { r.mutable_devices(0)->mutable_thermal()->set_fan_speed_ratio(-0.1); }},
       {"activity over 1",
        [](auto& r) { r.mutable_devices(0)->mutable_activity()->set_tensor_ratio(1.5); }},
+      {"compute die over 1",
+       [](auto& r) { r.mutable_devices(0)->mutable_activity()->add_compute_die_ratios(1.01); }},
       {"negative bus traffic",
        [](auto& r) {
          r.mutable_devices(0)->mutable_activity()->set_nvlink_receive_bytes_per_second(-1);
