@@ -138,6 +138,15 @@ int FindAssignedDevice(const v1::NodeReport& report, std::string_view resource,
   const std::string_view domain = resource.substr(0, slash);
   if (domain == "nvidia.com") {
     if (const auto index = ParseIndex(id)) return FindIndex(report, "nvidia", *index);
+    // The plugin's index strategy names a MIG device "GPU:SLOT": the MIG device index is
+    // 100 x (GPU + 1) + SLOT (collectors/nvml.cc).
+    if (const size_t colon = id.find(':'); colon != std::string_view::npos) {
+      const auto gpu = ParseIndex(id.substr(0, colon));
+      const auto slot = ParseIndex(id.substr(colon + 1));
+      if (gpu && slot && *slot < 100 && *gpu < 40'000'000) {
+        return FindIndex(report, "nvidia", 100 * (*gpu + 1) + *slot);
+      }
+    }
     return -1;
   }
   if (domain == "amd.com") {

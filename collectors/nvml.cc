@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <set>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -66,6 +68,11 @@ struct NvmlApi {
   decltype(&nvmlDeviceRegisterEvents) register_events = nullptr;
   decltype(&nvmlEventSetWait_v2) event_set_wait = nullptr;
   decltype(&nvmlEventSetFree) event_set_free = nullptr;
+  decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;
+  decltype(&nvmlDeviceGetMaxMigDeviceCount) max_mig_devices = nullptr;
+  decltype(&nvmlDeviceGetMigDeviceHandleByIndex) mig_handle = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceId) gpu_instance_id = nullptr;
+  decltype(&nvmlDeviceGetComputeInstanceId) compute_instance_id = nullptr;
   GpmApi gpm;
 };
 
@@ -134,6 +141,12 @@ NvmlApi ResolveAll(const SharedLibrary& lib) {
   Resolve(lib, a.gpm.sample_free, {"nvmlGpmSampleFree"});
   Resolve(lib, a.gpm.sample_get, {"nvmlGpmSampleGet"});
   Resolve(lib, a.gpm.metrics_get, {"nvmlGpmMetricsGet"});
+  Resolve(lib, a.gpm.mig_sample_get, {"nvmlGpmMigSampleGet"});
+  Resolve(lib, a.mig_mode, {"nvmlDeviceGetMigMode"});
+  Resolve(lib, a.max_mig_devices, {"nvmlDeviceGetMaxMigDeviceCount"});
+  Resolve(lib, a.mig_handle, {"nvmlDeviceGetMigDeviceHandleByIndex"});
+  Resolve(lib, a.gpu_instance_id, {"nvmlDeviceGetGpuInstanceId"});
+  Resolve(lib, a.compute_instance_id, {"nvmlDeviceGetComputeInstanceId"});
   return a;
 }
 
@@ -186,6 +199,14 @@ std::optional<uint64_t> FieldAsUint64(const nvmlFieldValue_t& f) {
   }
 }
 
+// The MIG profile in a MIG device's name: "NVIDIA H200 MIG 1g.18gb" -> "1g.18gb".
+std::string MigProfile(std::string_view name) {
+  constexpr std::string_view kMarker = " MIG ";
+  const size_t at = name.rfind(kMarker);
+  return at == std::string_view::npos ? std::string()
+                                      : std::string(name.substr(at + kMarker.size()));
+}
+
 // One device's calls in one tick. Once any call says the GPU is lost, the rest are skipped:
 // each would fail the same way, and on a GPU off the bus each can take seconds.
 class DeviceCalls {
@@ -231,6 +252,7 @@ class NvmlCollector final : public Collector {
         driver = FromBuffer(buf, sizeof buf);
     }
     for (unsigned i = 0; i < count; ++i) CollectDevice(i, driver, report);
+    ForgetVanishedMigDevices();
     DrainXidEvents(report);
   }
 
@@ -299,7 +321,11 @@ class NvmlCollector final : public Collector {
       d.set_up(true);
       known.identity = d.identity();
       known.lost = false;
+      const bool mig = d.state().mig_enabled();
+      // In MIG mode the processes belong to the MIG devices, which list their own.
+      if (mig) d.clear_processes();
       report.add_devices()->Swap(&d);
+      if (mig) CollectMigDevices(i, h, known.identity, report);
       return;
     }
     // Lost: report who it was (as last seen) and that it is down, nothing measured now.
@@ -321,6 +347,93 @@ class NvmlCollector final : public Collector {
       e.set_message("GPU is lost (NVML_ERROR_GPU_IS_LOST)");
     }
     known.lost = true;
+  }
+
+  // A GPU's MIG devices, each a device of its own: its uuid, name, memory, processes and GPM
+  // activity. The index is 100 x (GPU index + 1) + the MIG slot, unique on the node and telling
+  // its GPU; the identity names the GPU too. A MIG device that fails its calls is left out this
+  // tick (a reconfiguration in progress); the GPU itself reported already.
+  void CollectMigDevices(unsigned i, nvmlDevice_t parent, const v1::DeviceIdentity& gpu,
+                         v1::NodeReport& report) {
+    unsigned slots = 0;
+    if (api_.max_mig_devices == nullptr || api_.mig_handle == nullptr ||
+        api_.max_mig_devices(parent, &slots) != NVML_SUCCESS) {
+      return;
+    }
+    constexpr unsigned kMaxSlots = 99;  // keeps the index scheme unambiguous
+    for (unsigned slot = 0; slot < std::min(slots, kMaxSlots); ++slot) {
+      nvmlDevice_t h = nullptr;
+      if (api_.mig_handle(parent, slot, &h) != NVML_SUCCESS) continue;  // NOT_FOUND: empty slot
+      const unsigned index = 100 * (i + 1) + slot;
+      DeviceCalls c;
+      v1::DeviceTelemetry d;
+      auto& id = *d.mutable_identity();
+      id.set_vendor("nvidia");
+      id.set_index(index);
+      id.set_driver_version(gpu.driver_version());
+      id.set_pci_bus_id(gpu.pci_bus_id());
+      id.set_firmware_version(gpu.firmware_version());
+      {
+        char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+        if (!c.Call(api_.uuid, h, buf, static_cast<unsigned>(sizeof buf))) continue;
+        id.set_uuid(FromBuffer(buf, sizeof buf));
+      }
+      auto& mig = *id.mutable_mig();
+      mig.set_parent_uuid(gpu.uuid());
+      mig.set_parent_index(gpu.index());
+      {
+        char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
+        if (c.Call(api_.name, h, buf, static_cast<unsigned>(sizeof buf))) {
+          id.set_model(FromBuffer(buf, sizeof buf));
+          mig.set_profile(MigProfile(id.model()));
+        }
+      }
+      unsigned gi = 0, ci = 0;
+      if (c.Call(api_.gpu_instance_id, h, &gi)) mig.set_gpu_instance_id(gi);
+      if (c.Call(api_.compute_instance_id, h, &ci)) mig.set_compute_instance_id(ci);
+      FillMemory(c, h, d);
+      FillProcesses(c, h, d);
+      if (mig.has_gpu_instance_id() && !c.lost()) {
+        c.Check(gpm_.CollectMig(index, parent, gi, d));
+      }
+      if (c.lost()) continue;
+      d.set_up(true);
+      mig_seen_.insert(index);
+      report.add_devices()->Swap(&d);
+    }
+  }
+
+  // Forgets the GPM samples of MIG devices not seen this tick (reconfigured away).
+  void ForgetVanishedMigDevices() {
+    for (auto it = mig_known_.begin(); it != mig_known_.end();) {
+      if (mig_seen_.contains(*it)) {
+        ++it;
+      } else {
+        gpm_.Forget(*it);
+        it = mig_known_.erase(it);
+      }
+    }
+    mig_known_.insert(mig_seen_.begin(), mig_seen_.end());
+    mig_seen_.clear();
+  }
+
+  // Memory: v2 adds the driver's reservation; older drivers only know v1.
+  void FillMemory(DeviceCalls& c, nvmlDevice_t h, v1::DeviceTelemetry& d) {
+    nvmlMemory_v2_t m2 = {};
+    m2.version = nvmlMemory_v2;
+    nvmlMemory_t m1 = {};
+    if (c.Call(api_.memory_v2, h, &m2)) {
+      auto& m = *d.mutable_memory();
+      m.set_total_bytes(m2.total);
+      m.set_used_bytes(m2.used);
+      m.set_free_bytes(m2.free);
+      m.set_reserved_bytes(m2.reserved);
+    } else if (c.Call(api_.memory_v1, h, &m1)) {
+      auto& m = *d.mutable_memory();
+      m.set_total_bytes(m1.total);
+      m.set_used_bytes(m1.used);
+      m.set_free_bytes(m1.free);
+    }
   }
 
   void Fill(DeviceCalls& c, nvmlDevice_t h, unsigned i, const std::string& driver,
@@ -354,22 +467,7 @@ class NvmlCollector final : public Collector {
       }
     }
 
-    // Memory: v2 adds the driver's reservation; older drivers only know v1.
-    nvmlMemory_v2_t m2 = {};
-    m2.version = nvmlMemory_v2;
-    nvmlMemory_t m1 = {};
-    if (c.Call(api_.memory_v2, h, &m2)) {
-      auto& m = *d.mutable_memory();
-      m.set_total_bytes(m2.total);
-      m.set_used_bytes(m2.used);
-      m.set_free_bytes(m2.free);
-      m.set_reserved_bytes(m2.reserved);
-    } else if (c.Call(api_.memory_v1, h, &m1)) {
-      auto& m = *d.mutable_memory();
-      m.set_total_bytes(m1.total);
-      m.set_used_bytes(m1.used);
-      m.set_free_bytes(m1.free);
-    }
+    FillMemory(c, h, d);
 
     unsigned u = 0;
     auto& t = *d.mutable_thermal();
@@ -411,6 +509,10 @@ class NvmlCollector final : public Collector {
     nvmlEnableState_t enabled = NVML_FEATURE_DISABLED;
     if (c.Call(api_.persistence_mode, h, &enabled)) {
       d.mutable_state()->set_persistence_mode(enabled == NVML_FEATURE_ENABLED);
+    }
+    unsigned mig_current = 0, mig_pending = 0;
+    if (c.Call(api_.mig_mode, h, &mig_current, &mig_pending)) {
+      d.mutable_state()->set_mig_enabled(mig_current == NVML_DEVICE_MIG_ENABLE);
     }
 
     auto& e = *d.mutable_errors();
@@ -661,6 +763,8 @@ class NvmlCollector final : public Collector {
   std::unordered_map<nvmlDevice_t, unsigned> xid_devices_;  // registered handle -> index
   std::unordered_map<unsigned, Known> known_;               // by NVML index
   GpmSampler gpm_{api_.gpm};
+  std::set<unsigned> mig_seen_;   // MIG device indexes reported this tick
+  std::set<unsigned> mig_known_;  // ... and in earlier ticks, whose GPM samples may be held
 };
 
 }  // namespace

@@ -96,6 +96,21 @@ bool GpmSampler::Probe(unsigned index, nvmlDevice_t handle, Samples& s) {
 }
 
 nvmlReturn_t GpmSampler::Collect(unsigned index, nvmlDevice_t handle, v1::DeviceTelemetry& device) {
+  return Sample(index, handle, device,
+                [&](nvmlGpmSample_t sample) { return api_.sample_get(handle, sample); });
+}
+
+nvmlReturn_t GpmSampler::CollectMig(unsigned index, nvmlDevice_t parent, unsigned gpu_instance,
+                                    v1::DeviceTelemetry& device) {
+  if (api_.mig_sample_get == nullptr) return NVML_SUCCESS;  // no MIG GPM: activity absent
+  return Sample(index, parent, device, [&](nvmlGpmSample_t sample) {
+    return api_.mig_sample_get(parent, gpu_instance, sample);
+  });
+}
+
+template <typename Take>
+nvmlReturn_t GpmSampler::Sample(unsigned index, nvmlDevice_t handle, v1::DeviceTelemetry& device,
+                                Take take) {
   if (!api_.complete()) {
     if (!logged_no_api_) {
       spdlog::info(
@@ -109,7 +124,7 @@ nvmlReturn_t GpmSampler::Collect(unsigned index, nvmlDevice_t handle, v1::Device
   if (!s.probed) s.supported = Probe(index, handle, s);
   if (!s.supported) return NVML_SUCCESS;
 
-  const nvmlReturn_t r = api_.sample_get(handle, s.current);
+  const nvmlReturn_t r = take(s.current);
   if (r != NVML_SUCCESS) {
     s.have_previous = false;  // the next sample starts a new interval
     return r;

@@ -18,6 +18,7 @@ struct GpmApi {
   decltype(&nvmlGpmSampleFree) sample_free = nullptr;
   decltype(&nvmlGpmSampleGet) sample_get = nullptr;
   decltype(&nvmlGpmMetricsGet) metrics_get = nullptr;
+  decltype(&nvmlGpmMigSampleGet) mig_sample_get = nullptr;  // R525 and later
 
   bool complete() const {
     return query_support != nullptr && sample_alloc != nullptr && sample_free != nullptr &&
@@ -37,6 +38,10 @@ class GpmSampler {
   // is asked once; one that does not is logged once and left without activity. Returns the
   // status of the sample call (NVML_SUCCESS when nothing was sampled), for lost-GPU detection.
   nvmlReturn_t Collect(unsigned index, nvmlDevice_t handle, v1::DeviceTelemetry& device);
+  // The same for a MIG device (`index` its device index): its GPU instance's activity, sampled
+  // through the parent GPU's handle, whose GPM support decides.
+  nvmlReturn_t CollectMig(unsigned index, nvmlDevice_t parent, unsigned gpu_instance,
+                          v1::DeviceTelemetry& device);
   // Drops a GPU's samples (it was lost: its next sample starts a new interval).
   void Forget(unsigned index);
   // Frees every sample (before nvmlShutdown).
@@ -52,6 +57,9 @@ class GpmSampler {
   };
 
   bool Probe(unsigned index, nvmlDevice_t handle, Samples& s);
+  // Samples into s.current (with `take`) and fills the activity since s.previous.
+  template <typename Take>
+  nvmlReturn_t Sample(unsigned index, nvmlDevice_t handle, v1::DeviceTelemetry& device, Take take);
   void Free(Samples& s);
 
   const GpmApi api_;

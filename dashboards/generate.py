@@ -468,6 +468,14 @@ DEVICE = [
           description="Each compute die's busy share (amdgpu gpu_metrics): one idle XCD of eight "
                       "is a skewed partition or a stuck queue that the device average hides.",
           empty_ok="only AMD MI300-class GPUs with gpu_metrics v1.6 or later report per-die activity"),
+    panel("MIG devices of this GPU: memory used", "timeseries",
+          [('accelmon_device_memory_used_bytes * on (node, device) group_left (gpu_instance, profile) '
+            'accelmon_device_mig_info{node="$node",parent_device="$device"}',
+            "GI {{gpu_instance}} {{profile}} (device {{device}})")],
+          unit="bytes",
+          description="Each MIG device of this GPU reports as a device of its own (index 100 x (GPU + 1) "
+                      "+ slot); pick one as the device to see its activity.",
+          empty_ok="no GPU is in MIG mode (the test library and the simulator partition none by default)"),
     panel("Bus traffic (GPM)", "timeseries",
           [("accelmon_device_bus_bytes_per_second{%s}" % SEL_DEV, "{{bus}} {{direction}}")], unit="Bps",
           empty_ok=NO_GPM),

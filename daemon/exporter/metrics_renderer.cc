@@ -467,6 +467,14 @@ class DeviceFamilies {
                               "1 when persistence mode keeps the driver initialised without "
                               "clients.",
                               kGauge)),
+        mig_mode_(s.Family("accelmon_device_mig_mode",
+                           "1 when the GPU is partitioned into MIG devices, which report as "
+                           "devices of their own.",
+                           kGauge)),
+        mig_info_(s.Family("accelmon_device_mig_info",
+                           "1 per MIG device: the GPU it is part of (parent_device, parent_uuid), "
+                           "its GPU and compute instance and its profile.",
+                           kGauge)),
         links_(s, LinkFamilies::Scope::kDevice),
         job_info_(s.Family("accelmon_device_job_info",
                            "1 per device and holder (Kubernetes container, Slurm step, or the "
@@ -510,6 +518,7 @@ class DeviceFamilies {
     info_labels.Push("driver", id.driver_version());
     info_labels.Push("pci_bus_id", id.pci_bus_id());
     accelmon::Add(sink_, info_, info_labels, 1);
+    if (id.has_mig()) AddMigInfo(dl, id.mig());
     if (d.has_up()) accelmon::Add(sink_, up_, dl, d.up() ? 1 : 0);
     AddMemory(dl, d.memory());
     AddThermal(dl, d.thermal());
@@ -580,6 +589,7 @@ class DeviceFamilies {
     if (st.has_performance_state()) {
       accelmon::Add(s, pstate_, dl, static_cast<double>(st.performance_state()));
     }
+    if (st.has_mig_enabled()) accelmon::Add(s, mig_mode_, dl, st.mig_enabled() ? 1 : 0);
     if (st.has_persistence_mode()) {
       accelmon::Add(s, persistence_, dl, st.persistence_mode() ? 1 : 0);
     }
@@ -649,6 +659,20 @@ class DeviceFamilies {
       bl.Push("direction", direction);
       accelmon::Add(sink_, bus_, bl, (a.*get)());
     }
+  }
+
+  void AddMigInfo(const LabelList& dl, const v1::MigInstance& mig) {
+    const IntLabel parent(mig.parent_index());
+    const IntLabel gi(mig.has_gpu_instance_id() ? mig.gpu_instance_id() : 0);
+    const IntLabel ci(mig.has_compute_instance_id() ? mig.compute_instance_id() : 0);
+    LabelList l = dl;
+    l.Push("parent_device", parent.view());
+    l.Push("parent_uuid", mig.parent_uuid());
+    // An instance id the driver did not give is an empty label, not 0.
+    l.Push("gpu_instance", mig.has_gpu_instance_id() ? gi.view() : std::string_view());
+    l.Push("compute_instance", mig.has_compute_instance_id() ? ci.view() : std::string_view());
+    l.Push("profile", mig.profile());
+    accelmon::Add(sink_, mig_info_, l, 1);
   }
 
   // ECC counts and remapped rows.
@@ -748,7 +772,7 @@ class DeviceFamilies {
   const size_t info_, up_, mem_total_, mem_used_, mem_free_, mem_reserved_, mem_largest_, mem_frag_,
       temp_, temp_threshold_, throttled_, power_, power_limit_, energy_, util_, clock_, ecc_,
       remapped_, remap_pending_, remap_failure_, ecc_lifetime_, retired_, retired_pending_, fan_,
-      violation_, activity_, compute_die_, bus_, pstate_, persistence_;
+      violation_, activity_, compute_die_, bus_, pstate_, persistence_, mig_mode_, mig_info_;
   LinkFamilies links_;
   const size_t job_info_, job_, proc_used_, proc_reserved_, proc_allocated_, proc_ooms_,
       proc_retries_, proc_steps_;

@@ -117,6 +117,8 @@ void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
   c.Label(id.firmware_version());
   c.Label(id.driver_version());
   c.Label(id.serial());
+  c.Label(id.mig().parent_uuid());
+  c.Label(id.mig().profile());
 
   if (d.memory().has_fragmentation_ratio()) c.Ratio(d.memory().fragmentation_ratio());
 

@@ -26,6 +26,13 @@
 // fake_nvml_set_return(function, device, code): that function answers `code` for that device
 // (-1: every device); function "*" = every per-device function; "field:<id>" = one field of
 // nvmlDeviceGetFieldValues.
+// MIG: every GPU is MIG-capable with MIG off (mig.mode 0; erase it for a GPU without MIG).
+// fake_nvml_add_mig(gpu, slot, profile, gi, ci) turns MIG on for that GPU and creates a MIG
+// device in one of its 7 slots, with its own name ("<gpu name> MIG <profile>"), uuid, memory
+// (the profile's size), gpm.* values and processes; fake_nvml_mig_device(gpu, slot) gives the
+// device number the other control functions take for it. A MIG device answers NOT_SUPPORTED to
+// what it has no key for (temperatures, power, clocks, ...), as the driver does. For the real
+// binary: FAKE_NVML_MIG="GPU:SLOT:PROFILE:GI:CI,...".
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,6 +66,11 @@ struct nvmlGpmSample_st {
 namespace {
 
 constexpr int kMaxDevices = 16;
+// MIG devices live after the GPUs: GPU g's slot m is device kMigBase + g * kMigSlots + m.
+constexpr int kMigSlots = 7;
+constexpr int kMigBase = kMaxDevices;
+constexpr int kStorage = kMaxDevices + kMaxDevices * kMigSlots;
+int MigDevice(int gpu, int slot) { return kMigBase + gpu * kMigSlots + slot; }
 
 struct Device {
   std::map<std::string, double> values;
@@ -67,13 +79,14 @@ struct Device {
   bool xid_registered = false;
   std::vector<nvmlProcessInfo_t> compute_processes;
   std::vector<nvmlProcessInfo_t> graphics_processes;
+  bool mig_present = false;  // a MIG device slot that holds an instance
 };
 
 struct State {
   std::mutex mu;
   int count = 2;
   int init_count = 0;
-  Device devices[kMaxDevices];
+  Device devices[kStorage];
   std::string driver = "550.54.15";
   std::map<std::pair<std::string, int>, nvmlReturn_t> returns;
   std::map<std::string, int> hang_ms;  // one-shot: the next call to that function sleeps
@@ -89,8 +102,7 @@ State& S() {
   return *s;
 }
 
-nvmlDevice_st g_handles[kMaxDevices] = {{0}, {1}, {2},  {3},  {4},  {5},  {6},  {7},
-                                        {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
+nvmlDevice_st g_handles[kStorage];  // g_handles[i].index == i, set at load
 nvmlEventSet_st g_event_set = {0};
 
 std::string BusId(int d) {
@@ -146,6 +158,7 @@ void Defaults(int d, Device& dev) {
       {"violation.reliability_ns", 0},
       {"pstate", d == 0 ? 0 : 2},
       {"persistence", 1},
+      {"mig.mode", 0},  // MIG-capable, not partitioned
       // No "fan": an SXM board is passively cooled and NVML answers NOT_SUPPORTED.
       // GPM, as NVML reports it: percent, and MiB/s for the buses.
       {"gpm.supported", 1},
@@ -210,11 +223,59 @@ void ProcessesFromEnvironment(State& s) {
   }
 }
 
+// A MIG device of `gpu` in `slot`: its name and memory from the profile ("1g.18gb": 18 GiB), a
+// share of the GPU's SM activity, and the instance ids.
+void AddMigLocked(State& s, int gpu, int slot, const std::string& profile, unsigned gi,
+                  unsigned ci) {
+  if (gpu < 0 || gpu >= kMaxDevices || slot < 0 || slot >= kMigSlots) return;
+  Device& parent = s.devices[gpu];
+  parent.values["mig.mode"] = 1;
+  Device& mig = s.devices[MigDevice(gpu, slot)];
+  mig = Device{};
+  mig.mig_present = true;
+  char uuid[64];
+  std::snprintf(uuid, sizeof uuid, "MIG-5c1d%04d-%04d-4000-8000-%012d", gpu, slot, gi);
+  mig.strings = {{"name", parent.strings["name"] + " MIG " + profile}, {"uuid", uuid}};
+  double gib = 0;
+  if (const size_t dot = profile.find('.'); dot != std::string::npos) {
+    gib = std::atof(profile.c_str() + dot + 1);
+  }
+  const double total = gib * (1 << 30);
+  const double used = (1.0 + slot) * (1 << 30);
+  mig.values = {{"memory.total", total}, {"memory.reserved", 0},
+                {"memory.used", used},   {"memory.free", total - used},
+                {"mig.gi", gi},          {"mig.ci", ci},
+                {"gpm.supported", 1},    {"gpm.2", 40.0 + 10 * slot},  // SM
+                {"gpm.5", 20},                                         // any tensor
+                {"gpm.10", 30}};                                       // DRAM bandwidth
+}
+
+// FAKE_NVML_MIG="GPU:SLOT:PROFILE:GI:CI,...", as FAKE_NVML_PROCESSES.
+void MigFromEnvironment(State& s) {
+  const char* env = std::getenv("FAKE_NVML_MIG");
+  if (env == nullptr) return;
+  const std::string spec = env;
+  for (size_t start = 0; start < spec.size();) {
+    size_t end = spec.find(',', start);
+    if (end == std::string::npos) end = spec.size();
+    int gpu = -1, slot = -1;
+    unsigned gi = 0, ci = 0;
+    char profile[32] = {};
+    if (std::sscanf(spec.substr(start, end - start).c_str(), "%d:%d:%31[^:]:%u:%u", &gpu, &slot,
+                    profile, &gi, &ci) == 5) {
+      AddMigLocked(s, gpu, slot, profile, gi, ci);
+    }
+    start = end + 1;
+  }
+}
+
 void ResetLocked(State& s) {
   s.count = 2;
   s.driver = "550.54.15";
   for (int d = 0; d < kMaxDevices; ++d) Defaults(d, s.devices[d]);
+  for (int d = kMigBase; d < kStorage; ++d) s.devices[d] = Device{};
   ProcessesFromEnvironment(s);
+  MigFromEnvironment(s);
   s.returns.clear();
   s.hang_ms.clear();
   s.last_wait_timeout = 0;
@@ -223,6 +284,7 @@ void ResetLocked(State& s) {
 
 struct Init {
   Init() {
+    for (int i = 0; i < kStorage; ++i) g_handles[i].index = i;
     std::lock_guard lock(S().mu);
     ResetLocked(S());
   }
@@ -278,7 +340,14 @@ class Call {
     if (h == nullptr) return -1;
     const int d = h->index;
     std::lock_guard lock(S().mu);
-    return d >= 0 && d < S().count ? d : -1;
+    const State& s = S();
+    if (d >= 0 && d < kMigBase) return d < s.count ? d : -1;
+    // A MIG handle is valid while its GPU is present, in MIG mode, and the slot holds it.
+    if (d < kMigBase || d >= kStorage) return -1;
+    const int gpu = (d - kMigBase) / kMigSlots;
+    const auto mode = s.devices[gpu].values.find("mig.mode");
+    const bool mig_on = mode != s.devices[gpu].values.end() && mode->second != 0;
+    return gpu < s.count && mig_on && s.devices[d].mig_present ? d : -1;
   }
 
   int device_;
@@ -759,6 +828,35 @@ nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t gpmSample) {
   return NVML_SUCCESS;
 }
 
+// A GPU instance's sample, through its GPU's handle: the values of the MIG device with that GI.
+nvmlReturn_t nvmlGpmMigSampleGet(nvmlDevice_t device, unsigned int gpuInstanceId,
+                                 nvmlGpmSample_t gpmSample) {
+  FAKE_ENTER("nvmlGpmMigSampleGet", device);
+  std::lock_guard lock(S().mu);
+  State& s = S();
+  if (d >= kMigBase || s.gpm_samples.count(gpmSample) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto supported = s.devices[d].values.find("gpm.supported");
+  if (supported == s.devices[d].values.end() || supported->second == 0) {
+    return NVML_ERROR_NOT_SUPPORTED;
+  }
+  for (int slot = 0; slot < kMigSlots; ++slot) {
+    const int m = MigDevice(d, slot);
+    const Device& mig = s.devices[m];
+    const auto gi = mig.values.find("mig.gi");
+    if (!mig.mig_present || gi == mig.values.end() || gi->second != gpuInstanceId) continue;
+    gpmSample->device = m;
+    gpmSample->sequence = ++s.gpm_sequence;
+    gpmSample->values.clear();
+    for (const auto& [key, value] : mig.values) {
+      if (key.rfind("gpm.", 0) == 0 && key != "gpm.supported") {
+        gpmSample->values[std::atoi(key.c_str() + 4)] = value;
+      }
+    }
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
 // As the driver: two samples of one device, the first taken before the second; each metric's
 // own status. The value is the newer sample's (the activity over the interval it closes).
 nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* metricsGet) {
@@ -903,6 +1001,54 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
 }
 #endif
 
+#ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
+                                  unsigned int* pendingMode) {
+  FAKE_ENTER("nvmlDeviceGetMigMode", device);
+  if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d >= kMigBase) return NVML_ERROR_NOT_SUPPORTED;
+  if (const nvmlReturn_t r = Out(d, "mig.mode", currentMode); r != NVML_SUCCESS) return r;
+  *pendingMode = *currentMode;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  FAKE_ENTER("nvmlDeviceGetMaxMigDeviceCount", device);
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d >= kMigBase || !Value(d, "mig.mode")) return NVML_ERROR_NOT_SUPPORTED;
+  *count = kMigSlots;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t* migDevice) {
+  FAKE_ENTER("nvmlDeviceGetMigDeviceHandleByIndex", device);
+  if (migDevice == nullptr || d >= kMigBase || index >= static_cast<unsigned>(kMigSlots)) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (Value(d, "mig.mode").value_or(0) == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  const int m = MigDevice(d, static_cast<int>(index));
+  {
+    std::lock_guard lock(S().mu);
+    if (!S().devices[m].mig_present) return NVML_ERROR_NOT_FOUND;
+  }
+  *migDevice = &g_handles[m];
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  FAKE_ENTER("nvmlDeviceGetGpuInstanceId", device);
+  if (d < kMigBase) return NVML_ERROR_INVALID_ARGUMENT;  // not a MIG device
+  return Out(d, "mig.gi", id);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  FAKE_ENTER("nvmlDeviceGetComputeInstanceId", device);
+  if (d < kMigBase) return NVML_ERROR_INVALID_ARGUMENT;
+  return Out(d, "mig.ci", id);
+}
+#endif
+
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
   Call call("nvmlEventSetCreate", -1);
   if (call.ret() != NVML_SUCCESS) return call.ret();
@@ -987,17 +1133,18 @@ void fake_nvml_set_device_count(int n) {
   S().count = n < 0 ? 0 : (n > kMaxDevices ? kMaxDevices : n);
 }
 
+// device -1: every GPU (not the MIG devices); a MIG device by fake_nvml_mig_device's number.
 void fake_nvml_set_value(int device, const char* key, double value) {
   std::lock_guard lock(S().mu);
-  for (int d = 0; d < kMaxDevices; ++d) {
-    if (device == -1 || device == d) S().devices[d].values[key] = value;
+  for (int d = 0; d < kStorage; ++d) {
+    if ((device == -1 && d < kMaxDevices) || device == d) S().devices[d].values[key] = value;
   }
 }
 
 void fake_nvml_erase_value(int device, const char* key) {
   std::lock_guard lock(S().mu);
-  for (int d = 0; d < kMaxDevices; ++d) {
-    if (device == -1 || device == d) S().devices[d].values.erase(key);
+  for (int d = 0; d < kStorage; ++d) {
+    if ((device == -1 && d < kMaxDevices) || device == d) S().devices[d].values.erase(key);
   }
 }
 
@@ -1037,7 +1184,7 @@ void fake_nvml_hang(const char* function_name, int milliseconds) {
 void fake_nvml_add_process(int device, const char* list, unsigned pid,
                            unsigned long long used_bytes) {
   std::lock_guard lock(S().mu);
-  if (device < 0 || device >= kMaxDevices) return;
+  if (device < 0 || device >= kStorage) return;
   Device& dev = S().devices[device];
   auto& processes =
       std::strcmp(list, "graphics") == 0 ? dev.graphics_processes : dev.compute_processes;
@@ -1062,6 +1209,22 @@ unsigned fake_nvml_last_wait_timeout() {
 int fake_nvml_wait_calls() {
   std::lock_guard lock(S().mu);
   return S().wait_calls;
+}
+
+// A MIG device in `slot` of `gpu` (MIG turns on for that GPU); its number for the other
+// control functions.
+int fake_nvml_add_mig(int gpu, int slot, const char* profile, unsigned gi, unsigned ci) {
+  std::lock_guard lock(S().mu);
+  AddMigLocked(S(), gpu, slot, profile, gi, ci);
+  return MigDevice(gpu, slot);
+}
+
+int fake_nvml_mig_device(int gpu, int slot) { return MigDevice(gpu, slot); }
+
+// Removes the MIG device in `slot` of `gpu` (the GPU stays in MIG mode).
+void fake_nvml_remove_mig(int gpu, int slot) {
+  std::lock_guard lock(S().mu);
+  S().devices[MigDevice(gpu, slot)] = Device{};
 }
 
 // GPM samples allocated and not freed.

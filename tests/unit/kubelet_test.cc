@@ -31,7 +31,8 @@ v1::NodeReport MixedNode() {
   AddDevice(r, "huawei", 0, "", "0000:c1:00.0");
   AddDevice(r, "huawei", 3, "", "0000:81:00.0");
   AddDevice(r, "sim", 0, "SIM-0123");
-  AddDevice(r, "nvidia", 2, "MIG-8d1e0000-1111-2222-3333-444455556666");
+  // MIG device 1 of GPU 0: index 100 x (0 + 1) + 1 (collectors/nvml.cc).
+  AddDevice(r, "nvidia", 101, "MIG-8d1e0000-1111-2222-3333-444455556666");
   return r;
 }
 
@@ -47,6 +48,11 @@ TEST(KubeletDeviceIds, NvidiaByUuidMigUuidReplicaOrIndex) {
             0)
       << "a time-sliced replica is its GPU";
   EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/gpu", "1"), 1) << "the index strategy";
+  EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/mig-1g.10gb", "0:1"), 7)
+      << "the index strategy's GPU:SLOT for a MIG device";
+  EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/mig-1g.10gb", "0:2"), -1);
+  EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/mig-1g.10gb", "0:100"), -1) << "no such slot";
+  EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/mig-1g.10gb", "0:x"), -1);
   EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/gpu", "9"), -1);
   EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/gpu", "GPU-not-here"), -1);
   EXPECT_EQ(FindAssignedDevice(r, "nvidia.com/gpu", ""), -1);

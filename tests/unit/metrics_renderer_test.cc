@@ -172,6 +172,23 @@ v1::NodeReport FullNode() {
   slurm->set_job("slurm-1234");
   slurm->set_step("0");
   slurm->set_user("alice");
+
+  // A MIG device of the H200: a device of its own that names its GPU.
+  d->mutable_state()->set_mig_enabled(true);
+  auto* mig = r.add_devices();
+  mig->mutable_identity()->set_vendor("nvidia");
+  mig->mutable_identity()->set_model("NVIDIA H200 MIG 1g.18gb");
+  mig->mutable_identity()->set_uuid("MIG-5c1d0000-0000-4000-8000-000000000009");
+  mig->mutable_identity()->set_index(100);
+  auto* instance = mig->mutable_identity()->mutable_mig();
+  instance->set_parent_uuid(d->identity().uuid());
+  instance->set_parent_index(0);
+  instance->set_gpu_instance_id(9);
+  instance->set_compute_instance_id(0);
+  instance->set_profile("1g.18gb");
+  mig->set_up(true);
+  mig->mutable_memory()->set_total_bytes(19'327'352'832);
+  mig->mutable_memory()->set_used_bytes(1'073'741'824);
   return r;
 }
 

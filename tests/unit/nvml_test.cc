@@ -50,6 +50,8 @@ struct FakeNvml {
     add_process = lib.Function<void (*)(int, const char*, unsigned, unsigned long long)>(
         "fake_nvml_add_process");
     gpm_samples_live = lib.Function<int (*)()>("fake_nvml_gpm_samples_live");
+    add_mig = lib.Function<int (*)(int, int, const char*, unsigned, unsigned)>("fake_nvml_add_mig");
+    remove_mig = lib.Function<void (*)(int, int)>("fake_nvml_remove_mig");
   }
   std::string path() const { return lib.path(); }
 
@@ -68,6 +70,8 @@ struct FakeNvml {
   int (*wait_calls)() = nullptr;
   void (*add_process)(int, const char*, unsigned, unsigned long long) = nullptr;
   int (*gpm_samples_live)() = nullptr;
+  int (*add_mig)(int, int, const char*, unsigned, unsigned) = nullptr;  // legacy: absent
+  void (*remove_mig)(int, int) = nullptr;
 };
 
 FakeNvml& Current() {
@@ -282,7 +286,8 @@ TEST_F(Nvml, NotSupportedLeavesValuesAbsentNotZero) {
 TEST_F(Nvml, HealthCountersNotSupportedAreAbsentNotZero) {
   for (const char* fn : {"nvmlDeviceGetViolationStatus", "nvmlDeviceGetPerformanceState",
                          "nvmlDeviceGetPersistenceMode", "nvmlDeviceGetRetiredPages",
-                         "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetTotalEccErrors"}) {
+                         "nvmlDeviceGetRetiredPagesPendingStatus", "nvmlDeviceGetTotalEccErrors",
+                         "nvmlDeviceGetMigMode"}) {
     fake.set_return(fn, 1, NVML_ERROR_NOT_SUPPORTED);
   }
   fake.set_value(0, "fan", 37);
@@ -302,7 +307,7 @@ TEST_F(Nvml, HealthCountersNotSupportedAreAbsentNotZero) {
   EXPECT_FALSE(d1.clocks().has_thermal_violation_seconds_total());
   EXPECT_FALSE(d1.clocks().has_low_utilization_violation_seconds_total());
   EXPECT_TRUE(d1.clocks().has_compute_hz()) << "one call failing leaves the others";
-  EXPECT_FALSE(d1.has_state()) << "neither performance state nor persistence mode";
+  EXPECT_FALSE(d1.has_state()) << "neither performance state, persistence nor MIG mode";
   EXPECT_FALSE(d1.errors().has_ecc_corrected_lifetime_total());
   EXPECT_FALSE(d1.errors().has_retired_pages_single_bit());
   EXPECT_FALSE(d1.errors().has_retired_pages_double_bit());
@@ -316,7 +321,8 @@ TEST_F(Nvml, HealthCountersNotSupportedAreAbsentNotZero) {
   for (const char* family :
        {"accelmon_device_clock_violation_seconds_total", "accelmon_device_performance_state",
         "accelmon_device_persistence_mode", "accelmon_device_retired_pages",
-        "accelmon_device_ecc_errors_lifetime_total", "accelmon_device_fan_speed_ratio"}) {
+        "accelmon_device_ecc_errors_lifetime_total", "accelmon_device_fan_speed_ratio",
+        "accelmon_device_mig_mode"}) {
     EXPECT_EQ(text.find(std::string(family) + "{node=\"n\",device=\"1\""), std::string::npos)
         << family;
   }
@@ -714,6 +720,103 @@ TEST_F(Nvml, HungCallFailsTheTickQuicklyAndOthersStillCollect) {
     return r.collectors(0).success();
   }));
   EXPECT_EQ(fake.calls_in_flight(), 0);
+}
+
+TEST_F(Nvml, MigDevicesReportAsDevicesOfTheirOwnNamingTheirGpu) {
+  const int small = fake.add_mig(0, 0, "1g.18gb", 9, 0);
+  const int large = fake.add_mig(0, 2, "3g.71gb", 2, 0);
+  fake.add_process(0, "compute", 4242, 1 << 30);  // the GPU's aggregate list
+  fake.add_process(small, "compute", 4242, 1 << 30);
+  fake.add_process(large, "compute", 5151, 3ULL << 30);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  CollectOnce(*collector);
+  const v1::NodeReport report = CollectOnce(*collector);
+
+  // Each GPU first, then its MIG devices: 100 x (GPU index + 1) + the MIG slot.
+  ASSERT_EQ(report.devices_size(), 4);
+  EXPECT_EQ(report.devices(0).identity().index(), 0u);
+  EXPECT_EQ(report.devices(1).identity().index(), 100u);
+  EXPECT_EQ(report.devices(2).identity().index(), 102u);
+  EXPECT_EQ(report.devices(3).identity().index(), 1u);
+
+  const v1::DeviceTelemetry& gpu = report.devices(0);
+  EXPECT_TRUE(gpu.state().mig_enabled());
+  EXPECT_TRUE(report.devices(3).state().has_mig_enabled());
+  EXPECT_FALSE(report.devices(3).state().mig_enabled()) << "MIG-capable, not partitioned";
+  EXPECT_EQ(gpu.processes_size(), 0) << "in MIG mode the processes are the MIG devices'";
+  EXPECT_TRUE(gpu.thermal().has_core_celsius()) << "the physical GPU reports as before";
+
+  const v1::DeviceTelemetry& mig = report.devices(1);
+  const auto& id = mig.identity();
+  EXPECT_EQ(id.vendor(), "nvidia");
+  EXPECT_EQ(id.uuid().rfind("MIG-", 0), 0u) << id.uuid();
+  EXPECT_EQ(id.model(), "NVIDIA H200 MIG 1g.18gb");
+  EXPECT_EQ(id.pci_bus_id(), gpu.identity().pci_bus_id());
+  EXPECT_EQ(id.mig().parent_uuid(), gpu.identity().uuid());
+  EXPECT_EQ(id.mig().parent_index(), 0u);
+  EXPECT_EQ(id.mig().gpu_instance_id(), 9u);
+  EXPECT_EQ(id.mig().compute_instance_id(), 0u);
+  EXPECT_EQ(id.mig().profile(), "1g.18gb");
+  EXPECT_TRUE(mig.up());
+  EXPECT_EQ(mig.memory().total_bytes(), 18ULL << 30);
+  EXPECT_EQ(mig.memory().used_bytes(), 1ULL << 30);
+  ASSERT_EQ(mig.processes_size(), 1);
+  EXPECT_EQ(mig.processes(0).pid(), 4242u);
+  // GPM of its GPU instance, through the GPU's handle.
+  EXPECT_DOUBLE_EQ(mig.activity().sm_ratio(), 0.40);
+  EXPECT_DOUBLE_EQ(report.devices(2).activity().sm_ratio(), 0.60);
+  EXPECT_EQ(report.devices(2).processes(0).pid(), 5151u);
+  // What an instance has no counter of its own for is absent, not the GPU's and not zero.
+  EXPECT_FALSE(mig.has_thermal());
+  EXPECT_FALSE(mig.has_power());
+  EXPECT_FALSE(mig.has_utilization());
+  EXPECT_FALSE(gpu.identity().has_mig());
+}
+
+TEST_F(Nvml, MigNotSupportedOrRefusedLeavesTheGpuAsItWas) {
+  fake.erase_value(1, "mig.mode");  // a GPU without MIG (e.g. an L40S)
+  const int mig = fake.add_mig(0, 1, "2g.35gb", 5, 0);
+  fake.set_return("nvmlDeviceGetGpuInstanceId", mig, NVML_ERROR_NOT_SUPPORTED);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  CollectOnce(*collector);
+  v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 3);
+  EXPECT_FALSE(report.devices(2).state().has_mig_enabled()) << "no MIG: absent, not false";
+  const v1::DeviceTelemetry& d = report.devices(1);
+  EXPECT_EQ(d.identity().index(), 101u);
+  EXPECT_FALSE(d.identity().mig().has_gpu_instance_id());
+  EXPECT_FALSE(d.has_activity()) << "no instance id, no instance GPM";
+  EXPECT_TRUE(d.memory().has_used_bytes());
+
+  // The slot count refused: the GPU alone, in MIG mode.
+  fake.set_return("nvmlDeviceGetMaxMigDeviceCount", 0, NVML_ERROR_NO_PERMISSION);
+  report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  EXPECT_TRUE(report.devices(0).state().mig_enabled());
+
+  // A driver without the MIG calls (the legacy library): the GPUs, nothing about MIG.
+  auto legacy = Create(Legacy());
+  ASSERT_NE(legacy, nullptr);
+  const v1::NodeReport old = CollectOnce(*legacy);
+  ASSERT_EQ(old.devices_size(), 2);
+  EXPECT_FALSE(old.devices(0).state().has_mig_enabled());
+}
+
+TEST_F(Nvml, MigDeviceReconfiguredAwayIsDroppedWithItsGpmSamples) {
+  fake.add_mig(0, 0, "1g.18gb", 9, 0);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  CollectOnce(*collector);
+  EXPECT_EQ(CollectOnce(*collector).devices_size(), 3);
+  const int live = fake.gpm_samples_live();
+  EXPECT_EQ(live, 6) << "two per GPU and two for the instance";
+  fake.remove_mig(0, 0);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+  EXPECT_TRUE(report.devices(0).state().mig_enabled());
+  EXPECT_EQ(fake.gpm_samples_live(), 4) << "the vanished instance's samples are freed";
 }
 
 TEST(NvmlHelpers, ThrottleReasonsFromBitmask) {

@@ -64,6 +64,12 @@ v1::NodeReport FullReport() {
   id->set_firmware_version("96.00.5E.00.01");
   id->set_driver_version("550.54.15");
   id->set_serial("1650923000001");
+  // Every field once, though a real GPU has no MIG identity (its MIG devices do).
+  id->mutable_mig()->set_parent_uuid("GPU-5f3c0000-0000-0000-0000-000000000001");
+  id->mutable_mig()->set_parent_index(2);
+  id->mutable_mig()->set_gpu_instance_id(1);
+  id->mutable_mig()->set_compute_instance_id(0);
+  id->mutable_mig()->set_profile("1g.18gb");
   d->set_up(true);
   auto* m = d->mutable_memory();
   m->set_total_bytes(10);
@@ -111,6 +117,7 @@ v1::NodeReport FullReport() {
   a->set_nvlink_receive_bytes_per_second(4e11);
   a->add_compute_die_ratios(0.25);
   d->mutable_state()->set_persistence_mode(true);
+  d->mutable_state()->set_mig_enabled(true);
   auto* e = d->mutable_errors();
   e->set_ecc_corrected_total(1);
   e->set_ecc_uncorrected_total(0);
