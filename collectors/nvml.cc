@@ -68,6 +68,7 @@ struct NvmlApi {
   decltype(&nvmlDeviceRegisterEvents) register_events = nullptr;
   decltype(&nvmlEventSetWait_v2) event_set_wait = nullptr;
   decltype(&nvmlEventSetFree) event_set_free = nullptr;
+  decltype(&nvmlDeviceGetGpuFabricInfoV) fabric_info = nullptr;
   decltype(&nvmlDeviceGetMigMode) mig_mode = nullptr;
   decltype(&nvmlDeviceGetMaxMigDeviceCount) max_mig_devices = nullptr;
   decltype(&nvmlDeviceGetMigDeviceHandleByIndex) mig_handle = nullptr;
@@ -142,6 +143,7 @@ NvmlApi ResolveAll(const SharedLibrary& lib) {
   Resolve(lib, a.gpm.sample_get, {"nvmlGpmSampleGet"});
   Resolve(lib, a.gpm.metrics_get, {"nvmlGpmMetricsGet"});
   Resolve(lib, a.gpm.mig_sample_get, {"nvmlGpmMigSampleGet"});
+  Resolve(lib, a.fabric_info, {"nvmlDeviceGetGpuFabricInfoV"});
   Resolve(lib, a.mig_mode, {"nvmlDeviceGetMigMode"});
   Resolve(lib, a.max_mig_devices, {"nvmlDeviceGetMaxMigDeviceCount"});
   Resolve(lib, a.mig_handle, {"nvmlDeviceGetMigDeviceHandleByIndex"});
@@ -539,6 +541,7 @@ class NvmlCollector final : public Collector {
 
     FillPcie(c, h, d);
     FillNvLinks(c, h, d);
+    FillFabric(c, h, d);
     FillProcesses(c, h, d);
     if (!c.lost()) c.Check(gpm_.Collect(i, h, d));
   }
@@ -646,6 +649,26 @@ class NvmlCollector final : public Collector {
       p.set_pid(pid);
       if (used) p.set_used_bytes(*used);
     }
+  }
+
+  // The GPU's NVLink fabric registration as a link: up once the fabric manager has completed it
+  // successfully, down while it is not (so link_down sees a GPU falling out of the fabric), and
+  // the fabric's degraded-bandwidth health bit where the driver sets it.
+  void FillFabric(DeviceCalls& c, nvmlDevice_t h, v1::DeviceTelemetry& d) {
+    nvmlGpuFabricInfoV_t info = {};
+    info.version = nvmlGpuFabricInfo_v2;
+    if (!c.Call(api_.fabric_info, h, &info)) return;
+    if (info.state == NVML_GPU_FABRIC_STATE_NOT_SUPPORTED) return;  // no NVSwitch fabric
+    v1::Link& l = *d.add_links();
+    l.set_kind(v1::LINK_KIND_NVLINK_FABRIC);
+    l.set_name("fabric");
+    l.set_index(0);
+    l.set_peer("nvswitch");  // the same in every state, so the series keeps its labels
+    l.set_up(info.state == NVML_GPU_FABRIC_STATE_COMPLETED && info.status == NVML_SUCCESS);
+    const unsigned degraded = (info.healthMask >> NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW) &
+                              NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW;
+    if (degraded == NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE) l.set_degraded(true);
+    if (degraded == NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE) l.set_degraded(false);
   }
 
   void FillPcie(DeviceCalls& c, nvmlDevice_t h, v1::DeviceTelemetry& d) {

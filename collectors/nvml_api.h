@@ -4,6 +4,8 @@
 // against the real libnvidia-ml.so.1, so any difference here is an ABI bug. Only add what is used.
 #pragma once
 
+#include <cstddef>
+
 extern "C" {
 
 // ---- Return codes (nvmlReturn_t) -------------------------------------------------------------
@@ -354,6 +356,30 @@ nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* c
 nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                  nvmlDevice_t* migDevice);
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id);
+// The GPU's registration with its NVLink fabric (NVSwitch systems; R550 and later), the
+// versioned call's v2 struct. `status` is the registration's outcome once `state` is COMPLETED;
+// `healthMask` packs 2-bit fields, the lowest the degraded-bandwidth flag.
+#define NVML_GPU_FABRIC_UUID_LEN 16
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_STATE_NOT_STARTED 1
+#define NVML_GPU_FABRIC_STATE_IN_PROGRESS 2
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+#define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE 1
+#define NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE 2
+#define NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW 0
+#define NVML_GPU_FABRIC_HEALTH_MASK_WIDTH_DEGRADED_BW 0x3
+typedef unsigned char nvmlGpuFabricState_t;
+typedef struct {
+  unsigned int version;
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  nvmlGpuFabricState_t state;
+  unsigned int healthMask;
+} nvmlGpuFabricInfoV_t;
+#define nvmlGpuFabricInfo_v2 static_cast<unsigned int>(sizeof(nvmlGpuFabricInfoV_t) | (2U << 24U))
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t* gpuFabricInfo);
 nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* currLinkGen);
 nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* currLinkWidth);
@@ -390,3 +416,5 @@ static_assert(sizeof(nvmlProcessInfo_t) == 24);
 static_assert(sizeof(nvmlViolationTime_t) == 16);
 static_assert(sizeof(nvmlGpmMetric_t) == 40);
 static_assert(sizeof(nvmlGpmSupport_t) == 8);
+static_assert(sizeof(nvmlGpuFabricInfoV_t) == 36);
+static_assert(offsetof(nvmlGpuFabricInfoV_t, state) == 28);

@@ -45,6 +45,8 @@ std::string_view LinkKindLabel(v1::LinkKind kind) {
       return "roce";
     case v1::LINK_KIND_ETHERNET:
       return "ethernet";
+    case v1::LINK_KIND_NVLINK_FABRIC:
+      return "nvlink_fabric";
     default:
       return "unknown";
   }
@@ -139,6 +141,8 @@ class LinkFamilies {
                     "Link error counters by type.", kCounter);
     mtu_ = sink.Family(host ? "accelmon_host_link_mtu_bytes" : "accelmon_device_link_mtu_bytes",
                        "Link MTU.", kGauge);
+    degraded_ = sink.Family(host ? "accelmon_host_link_degraded" : "accelmon_device_link_degraded",
+                            "1 while the link works below its rated bandwidth.", kGauge);
   }
 
   // `labels` identify the owner (node, or node and device); link, kind and peer are added here.
@@ -165,6 +169,7 @@ class LinkFamilies {
       accelmon::Add(s, max_, ll, l.max_bandwidth_bytes_per_second());
     }
     if (l.has_mtu_bytes()) accelmon::Add(s, mtu_, ll, l.mtu_bytes());
+    if (l.has_degraded()) accelmon::Add(s, degraded_, ll, l.degraded() ? 1 : 0);
     for (const auto* error : SortedByKey(l.errors_total())) {
       accelmon::Add(s, errors_, ll, "type", error->first, static_cast<double>(error->second));
     }
@@ -172,7 +177,7 @@ class LinkFamilies {
 
  private:
   MetricSink& sink_;
-  size_t up_, tx_, rx_, tx_packets_, rx_packets_, max_, errors_, mtu_;
+  size_t up_, tx_, rx_, tx_packets_, rx_packets_, max_, errors_, mtu_, degraded_;
 };
 
 // Plain function pointers, not pointers to member functions: GCC 12's UBSan miscompiles calls

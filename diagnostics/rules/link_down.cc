@@ -26,6 +26,8 @@ std::string_view KindName(v1::LinkKind kind) {
       return "RoCE";
     case v1::LINK_KIND_ETHERNET:
       return "Ethernet";
+    case v1::LINK_KIND_NVLINK_FABRIC:
+      return "NVLink fabric";
     default:
       return "link";
   }

@@ -26,6 +26,9 @@
 // fake_nvml_set_return(function, device, code): that function answers `code` for that device
 // (-1: every device); function "*" = every per-device function; "field:<id>" = one field of
 // nvmlDeviceGetFieldValues.
+// NVLink fabric (nvmlDeviceGetGpuFabricInfoV; absent by default, as on a board without
+// NVSwitch): fabric.state (NVML_GPU_FABRIC_STATE_*), fabric.status (an nvmlReturn_t),
+// fabric.clique, fabric.degraded (0/1; absent: the health bit is not supported).
 // MIG: every GPU is MIG-capable with MIG off (mig.mode 0; erase it for a GPU without MIG).
 // fake_nvml_add_mig(gpu, slot, profile, gi, ci) turns MIG on for that GPU and creates a MIG
 // device in one of its 7 slots, with its own name ("<gpu name> MIG <profile>"), uuid, memory
@@ -1002,6 +1005,27 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int valuesCount,
 #endif
 
 #ifndef FAKE_NVML_LEGACY
+nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, nvmlGpuFabricInfoV_t* info) {
+  FAKE_ENTER("nvmlDeviceGetGpuFabricInfoV", device);
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version != nvmlGpuFabricInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  const auto state = Value(d, "fabric.state");
+  if (!state) return NVML_ERROR_NOT_SUPPORTED;
+  const unsigned version = info->version;
+  *info = nvmlGpuFabricInfoV_t{};
+  info->version = version;
+  std::memset(info->clusterUuid, 0xab, sizeof info->clusterUuid);
+  info->state = static_cast<nvmlGpuFabricState_t>(*state);
+  info->status = static_cast<nvmlReturn_t>(Value(d, "fabric.status").value_or(0));
+  info->cliqueId = static_cast<unsigned>(Value(d, "fabric.clique").value_or(0));
+  if (const auto degraded = Value(d, "fabric.degraded")) {
+    info->healthMask = (*degraded != 0 ? NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_TRUE
+                                       : NVML_GPU_FABRIC_HEALTH_MASK_DEGRADED_BW_FALSE)
+                       << NVML_GPU_FABRIC_HEALTH_MASK_SHIFT_DEGRADED_BW;
+  }
+  return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode,
                                   unsigned int* pendingMode) {
   FAKE_ENTER("nvmlDeviceGetMigMode", device);

@@ -208,6 +208,27 @@ TEST(LinkDownRule, FiresWhenAnUpLinkGoesDownAndClosesWhenItComesBack) {
   EXPECT_TRUE(h.Open("link_down").empty());
 }
 
+TEST(LinkDownRule, GpuFallingOutOfItsNvlinkFabricFires) {
+  // The NVML collector reports the fabric registration as a link (collectors/nvml.cc).
+  LrNode node(10);
+  LrDevice gpu;
+  gpu.links.push_back(LrLink{.name = "fabric",
+                             .kind = v1::LINK_KIND_NVLINK_FABRIC,
+                             .counters = false,
+                             .capacity = std::nullopt});
+  node.devices.push_back(gpu);
+  LrHarness h;
+  h.FeedFor(node, 30);
+  node.devices[0].links[0].up = false;
+  h.Feed(node);
+  const LrEvent* opened = h.First("link_down", Change::kOpened);
+  ASSERT_NE(opened, nullptr);
+  EXPECT_EQ(opened->finding.link(), "fabric");
+  EXPECT_NE(opened->finding.summary().find("NVLink fabric link fabric of device 0"),
+            std::string::npos)
+      << opened->finding.summary();
+}
+
 TEST(LinkDownRule, HostLinkHasNoDevice) {
   LrNode node(1);
   node.host_links.push_back(LrLink{.name = "ib0", .kind = v1::LINK_KIND_INFINIBAND});

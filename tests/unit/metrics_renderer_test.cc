@@ -110,6 +110,12 @@ v1::NodeReport FullNode() {
   nv->set_max_bandwidth_bytes_per_second(50e9);
   (*nv->mutable_errors_total())["replay"] = 4;
   (*nv->mutable_errors_total())["crc"] = 1;
+  auto* fabric = d->add_links();  // NVSwitch fabric registration, with its health bit
+  fabric->set_kind(v1::LINK_KIND_NVLINK_FABRIC);
+  fabric->set_name("fabric");
+  fabric->set_peer("nvswitch");
+  fabric->set_up(true);
+  fabric->set_degraded(false);
   auto* pcie = d->add_links();
   pcie->set_kind(v1::LINK_KIND_PCIE);
   pcie->set_name("pcie");

@@ -778,17 +778,34 @@ TEST_F(Nvml, MigNotSupportedOrRefusedLeavesTheGpuAsItWas) {
   fake.erase_value(1, "mig.mode");  // a GPU without MIG (e.g. an L40S)
   const int mig = fake.add_mig(0, 1, "2g.35gb", 5, 0);
   fake.set_return("nvmlDeviceGetGpuInstanceId", mig, NVML_ERROR_NOT_SUPPORTED);
+  const int other = fake.add_mig(0, 3, "1g.18gb", 6, 0);
+  fake.set_return("nvmlDeviceGetComputeInstanceId", other, NVML_ERROR_NOT_SUPPORTED);
+  fake.set_return("nvmlGpmMigSampleGet", 0, NVML_ERROR_NOT_SUPPORTED);
+  fake.add_mig(0, 5, "1g.18gb", 7, 0);
+  fake.set_return("nvmlDeviceGetMigDeviceHandleByIndex", 0, NVML_ERROR_NO_PERMISSION);
   auto collector = Create(fake);
   ASSERT_NE(collector, nullptr);
   CollectOnce(*collector);
+  EXPECT_EQ(CollectOnce(*collector).devices_size(), 2) << "no MIG handles: the GPUs alone";
+  fake.set_return("nvmlDeviceGetMigDeviceHandleByIndex", 0, NVML_SUCCESS);
+  CollectOnce(*collector);
   v1::NodeReport report = CollectOnce(*collector);
-  ASSERT_EQ(report.devices_size(), 3);
-  EXPECT_FALSE(report.devices(2).state().has_mig_enabled()) << "no MIG: absent, not false";
+  ASSERT_EQ(report.devices_size(), 5);
+  EXPECT_FALSE(report.devices(4).state().has_mig_enabled()) << "no MIG: absent, not false";
   const v1::DeviceTelemetry& d = report.devices(1);
   EXPECT_EQ(d.identity().index(), 101u);
   EXPECT_FALSE(d.identity().mig().has_gpu_instance_id());
   EXPECT_FALSE(d.has_activity()) << "no instance id, no instance GPM";
   EXPECT_TRUE(d.memory().has_used_bytes());
+  const v1::DeviceTelemetry& no_ci = report.devices(2);
+  EXPECT_EQ(no_ci.identity().index(), 103u);
+  EXPECT_EQ(no_ci.identity().mig().gpu_instance_id(), 6u);
+  EXPECT_FALSE(no_ci.identity().mig().has_compute_instance_id());
+  EXPECT_FALSE(no_ci.has_activity()) << "instance GPM refused: absent";
+  EXPECT_TRUE(report.devices(0).has_activity()) << "the GPU's own GPM is unaffected";
+  fake.set_return("nvmlGpmMigSampleGet", 0, NVML_SUCCESS);
+  CollectOnce(*collector);
+  EXPECT_TRUE(CollectOnce(*collector).devices(2).activity().has_sm_ratio());
 
   // The slot count refused: the GPU alone, in MIG mode.
   fake.set_return("nvmlDeviceGetMaxMigDeviceCount", 0, NVML_ERROR_NO_PERMISSION);
@@ -817,6 +834,45 @@ TEST_F(Nvml, MigDeviceReconfiguredAwayIsDroppedWithItsGpmSamples) {
   ASSERT_EQ(report.devices_size(), 2);
   EXPECT_TRUE(report.devices(0).state().mig_enabled());
   EXPECT_EQ(fake.gpm_samples_live(), 4) << "the vanished instance's samples are freed";
+}
+
+TEST_F(Nvml, NvlinkFabricRegistrationIsALinkUpOnlyOnceCompleted) {
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  EXPECT_EQ(FindLink(CollectOnce(*collector).devices(0), "fabric"), nullptr)
+      << "no NVSwitch fabric (NOT_SUPPORTED): no link";
+
+  fake.set_value(0, "fabric.state", NVML_GPU_FABRIC_STATE_COMPLETED);
+  fake.set_value(0, "fabric.degraded", 0);
+  fake.set_value(1, "fabric.state", NVML_GPU_FABRIC_STATE_IN_PROGRESS);
+  v1::NodeReport report = CollectOnce(*collector);
+  const v1::Link* done = FindLink(report.devices(0), "fabric");
+  ASSERT_NE(done, nullptr);
+  EXPECT_EQ(done->kind(), v1::LINK_KIND_NVLINK_FABRIC);
+  EXPECT_EQ(done->peer(), "nvswitch");
+  EXPECT_TRUE(done->up());
+  ASSERT_TRUE(done->has_degraded());
+  EXPECT_FALSE(done->degraded());
+  const v1::Link* pending = FindLink(report.devices(1), "fabric");
+  ASSERT_NE(pending, nullptr);
+  EXPECT_FALSE(pending->up()) << "registration in progress";
+  EXPECT_FALSE(pending->has_degraded()) << "health bit not supported: absent";
+
+  // Completed with an error, and a degraded fabric.
+  fake.set_value(0, "fabric.status", NVML_ERROR_UNKNOWN);
+  fake.set_value(1, "fabric.state", NVML_GPU_FABRIC_STATE_COMPLETED);
+  fake.set_value(1, "fabric.degraded", 1);
+  report = CollectOnce(*collector);
+  EXPECT_FALSE(FindLink(report.devices(0), "fabric")->up());
+  EXPECT_TRUE(FindLink(report.devices(1), "fabric")->up());
+  EXPECT_TRUE(FindLink(report.devices(1), "fabric")->degraded());
+
+  // Refused, or "not supported" as a state: no link.
+  fake.set_return("nvmlDeviceGetGpuFabricInfoV", 0, NVML_ERROR_NOT_SUPPORTED);
+  fake.set_value(1, "fabric.state", NVML_GPU_FABRIC_STATE_NOT_SUPPORTED);
+  report = CollectOnce(*collector);
+  EXPECT_EQ(FindLink(report.devices(0), "fabric"), nullptr);
+  EXPECT_EQ(FindLink(report.devices(1), "fabric"), nullptr);
 }
 
 TEST(NvmlHelpers, ThrottleReasonsFromBitmask) {

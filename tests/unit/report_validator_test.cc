@@ -52,6 +52,7 @@ v1::NodeReport FullReport() {
     l->set_pcie_generation(5);
     l->set_pcie_width(16);
     l->set_mtu_bytes(4096);
+    l->set_degraded(false);
   };
 
   auto* d = r.add_devices();
