@@ -20,6 +20,7 @@ declare -A seeds=(
   [sysfs_devices]=""
   [processes]="procs-slurm-v1/proc/31001/cgroup procs-slurm-v2/proc/32002/cgroup procs-plain/proc/33001/status procs-amdgpu-fdinfo/proc/34001/fdinfo/3 procs-amdgpu-fdinfo/proc/34002/fdinfo/3"
   [recording_reader]=""
+  [amdgpu_gpu_metrics]="amdgpu/sys/class/drm/card2/device/gpu_metrics amdgpu/sys/class/drm/card10/device/gpu_metrics"
 )
 # Fuzzes one target; its output goes to $work/$target.out, printed in order afterwards.
 fuzz_one() {
