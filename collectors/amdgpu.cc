@@ -444,10 +444,18 @@ size_t ParseAmdgpuCard(const AmdgpuAttributes& attributes, const AmdgpuCardConte
   if (clocks.ByteSizeLong() > 0) *out.mutable_clocks() = std::move(clocks);
 
   // UMC is the memory controller: its counts are HBM/GDDR ECC errors since the driver loaded.
+  // They are all the card counts in device memory, so they are also its DRAM location's.
   if (const auto text = values.Text("ras/umc_err_count")) {
     const RasErrorCounts counts = ParseRasErrorCount(*text);
-    if (counts.uncorrected) out.mutable_errors()->set_ecc_uncorrected_total(*counts.uncorrected);
-    if (counts.corrected) out.mutable_errors()->set_ecc_corrected_total(*counts.corrected);
+    v1::DeviceErrors& errors = *out.mutable_errors();
+    if (counts.uncorrected) errors.set_ecc_uncorrected_total(*counts.uncorrected);
+    if (counts.corrected) errors.set_ecc_corrected_total(*counts.corrected);
+    if (counts.uncorrected || counts.corrected) {
+      v1::EccLocationCounts& dram = *errors.add_ecc_by_location();
+      dram.set_location(v1::MEMORY_LOCATION_DRAM);
+      if (counts.uncorrected) dram.set_uncorrected_total(*counts.uncorrected);
+      if (counts.corrected) dram.set_corrected_total(*counts.corrected);
+    }
     // "Query currently inaccessible" after a fatal RAS interrupt, or junk.
     if (!counts.uncorrected && !counts.corrected) values.CountMalformed();
   }

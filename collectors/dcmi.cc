@@ -199,6 +199,10 @@ bool DcmiCollector::CollectChip(const ChipKey& key, ChipState& s, v1::DeviceTele
     if (ok(fn_.utilization(c, d, dcmi::kUtilizationHbmBandwidth, &percent))) {
       out.mutable_utilization()->set_memory_bandwidth_ratio(percent / 100.0);
     }
+    // The vector cores beside the AI cores' cube units (910B on); chips without them refuse.
+    if (ok(fn_.utilization(c, d, dcmi::kUtilizationVectorCore, &percent))) {
+      out.mutable_activity()->set_vector_ratio(percent / 100.0);
+    }
   }
 
   // The chip's RoCE port: reachability of its probe address and its MAC counters.

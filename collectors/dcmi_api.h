@@ -31,6 +31,7 @@ inline constexpr unsigned int kHealthDeviceAbsent = 0xFFFFFFFFu;
 // input_type of dcmi_get_device_utilization_rate (DCMI_UTILIZATION_RATE_*).
 inline constexpr int kUtilizationAiCore = 2;
 inline constexpr int kUtilizationHbmBandwidth = 10;
+inline constexpr int kUtilizationVectorCore = 12;  // Ascend 910B and later
 
 }  // namespace accelmon::collectors::dcmi
 

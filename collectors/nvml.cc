@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -48,6 +52,7 @@ struct NvmlApi {
   decltype(&nvmlDeviceGetCurrentClocksEventReasons) clock_event_reasons = nullptr;
   decltype(&nvmlDeviceGetCurrentClocksThrottleReasons) throttle_reasons = nullptr;
   decltype(&nvmlDeviceGetTotalEccErrors) ecc_errors = nullptr;
+  decltype(&nvmlDeviceGetMemoryErrorCounter) ecc_location_errors = nullptr;
   decltype(&nvmlDeviceGetRemappedRows) remapped_rows = nullptr;
   decltype(&nvmlDeviceGetRetiredPages) retired_pages = nullptr;
   decltype(&nvmlDeviceGetRetiredPagesPendingStatus) retired_pages_pending = nullptr;
@@ -114,6 +119,7 @@ NvmlApi ResolveAll(const SharedLibrary& lib) {
   Resolve(lib, a.clock_event_reasons, {"nvmlDeviceGetCurrentClocksEventReasons"});
   Resolve(lib, a.throttle_reasons, {"nvmlDeviceGetCurrentClocksThrottleReasons"});
   Resolve(lib, a.ecc_errors, {"nvmlDeviceGetTotalEccErrors"});
+  Resolve(lib, a.ecc_location_errors, {"nvmlDeviceGetMemoryErrorCounter"});
   Resolve(lib, a.remapped_rows, {"nvmlDeviceGetRemappedRows"});
   Resolve(lib, a.retired_pages, {"nvmlDeviceGetRetiredPages"});
   Resolve(lib, a.retired_pages_pending, {"nvmlDeviceGetRetiredPagesPendingStatus"});
@@ -318,7 +324,10 @@ class NvmlCollector final : public Collector {
     }
 
     Known& known = known_[i];
-    if (c.lost()) gpm_.Forget(i);
+    if (c.lost()) {
+      gpm_.Forget(i);
+      ecc_locations_unsupported_.erase(i);  // a replaced board may count elsewhere
+    }
     if (!c.lost()) {
       d.set_up(true);
       known.identity = d.identity();
@@ -530,6 +539,7 @@ class NvmlCollector final : public Collector {
     if (c.Call(api_.ecc_errors, h, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, &ull)) {
       e.set_ecc_uncorrected_lifetime_total(ull);
     }
+    FillEccByLocation(c, h, i, e);
     FillRetiredPages(c, h, e);
     unsigned corr = 0, unc = 0, pending = 0, failure = 0;
     if (c.Call(api_.remapped_rows, h, &corr, &unc, &pending, &failure)) {
@@ -590,6 +600,58 @@ class NvmlCollector final : public Collector {
       if (c.Call(api_.violation_status, h, policy, &v)) {
         (clocks.*set)(static_cast<double>(v.violationTime) / 1e9);
       }
+    }
+  }
+
+  // ECC counts by memory location. A GPU counts in a few locations only (SRAM and DRAM from
+  // Turing on), and asking all eight would cost 32 calls per GPU per tick: a location that answers
+  // NOT_SUPPORTED to its first call is not asked again while the GPU stays.
+  void FillEccByLocation(DeviceCalls& c, nvmlDevice_t h, unsigned i, v1::DeviceErrors& e) {
+    static constexpr std::pair<nvmlMemoryLocation_t, v1::MemoryLocation> kLocations[] = {
+        {NVML_MEMORY_LOCATION_L1_CACHE, v1::MEMORY_LOCATION_L1_CACHE},
+        {NVML_MEMORY_LOCATION_L2_CACHE, v1::MEMORY_LOCATION_L2_CACHE},
+        {NVML_MEMORY_LOCATION_DRAM, v1::MEMORY_LOCATION_DRAM},
+        {NVML_MEMORY_LOCATION_REGISTER_FILE, v1::MEMORY_LOCATION_REGISTER_FILE},
+        {NVML_MEMORY_LOCATION_TEXTURE_MEMORY, v1::MEMORY_LOCATION_TEXTURE_MEMORY},
+        {NVML_MEMORY_LOCATION_TEXTURE_SHM, v1::MEMORY_LOCATION_TEXTURE_SHARED},
+        {NVML_MEMORY_LOCATION_CBU, v1::MEMORY_LOCATION_CBU},
+        {NVML_MEMORY_LOCATION_SRAM, v1::MEMORY_LOCATION_SRAM},
+    };
+    using Set = void (v1::EccLocationCounts::*)(uint64_t);
+    static constexpr std::tuple<nvmlMemoryErrorType_t, nvmlEccCounterType_t, Set> kCounters[] = {
+        {NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC,
+         &v1::EccLocationCounts::set_corrected_total},
+        {NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
+         &v1::EccLocationCounts::set_uncorrected_total},
+        {NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC,
+         &v1::EccLocationCounts::set_corrected_lifetime_total},
+        {NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC,
+         &v1::EccLocationCounts::set_uncorrected_lifetime_total},
+    };
+    if (api_.ecc_location_errors == nullptr) return;
+    uint8_t& unsupported = ecc_locations_unsupported_[i];
+    for (std::size_t l = 0; l < std::size(kLocations); ++l) {
+      const uint8_t bit = static_cast<uint8_t>(1u << l);
+      if ((unsupported & bit) != 0) continue;
+      v1::EccLocationCounts counts;
+      bool any = false;
+      for (const auto& [type, counter, set] : kCounters) {
+        if (c.lost()) return;
+        unsigned long long count = 0;
+        const nvmlReturn_t r =
+            api_.ecc_location_errors(h, type, counter, kLocations[l].first, &count);
+        if (c.Check(r)) {
+          (counts.*set)(count);
+          any = true;
+        } else if (r == NVML_ERROR_NOT_SUPPORTED && type == NVML_MEMORY_ERROR_TYPE_CORRECTED &&
+                   counter == NVML_VOLATILE_ECC) {
+          unsupported |= bit;
+          break;
+        }
+      }
+      if (!any) continue;
+      counts.set_location(kLocations[l].second);
+      e.add_ecc_by_location()->Swap(&counts);
     }
   }
 
@@ -785,6 +847,8 @@ class NvmlCollector final : public Collector {
   nvmlEventSet_t events_ = nullptr;
   std::unordered_map<nvmlDevice_t, unsigned> xid_devices_;  // registered handle -> index
   std::unordered_map<unsigned, Known> known_;               // by NVML index
+  // Per NVML index, a bit per NVML memory location that answered NOT_SUPPORTED.
+  std::unordered_map<unsigned, uint8_t> ecc_locations_unsupported_;
   GpmSampler gpm_{api_.gpm};
   std::set<unsigned> mig_seen_;   // MIG device indexes reported this tick
   std::set<unsigned> mig_known_;  // ... and in earlier ticks, whose GPM samples may be held

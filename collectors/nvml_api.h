@@ -236,6 +236,21 @@ typedef enum nvmlEccCounterType_enum {
   NVML_ECC_COUNTER_TYPE_COUNT
 } nvmlEccCounterType_t;
 
+// Where an ECC error was counted. DRAM and DEVICE_MEMORY are one value (named for Turing on,
+// and before); SRAM is Turing on.
+typedef enum nvmlMemoryLocation_enum {
+  NVML_MEMORY_LOCATION_L1_CACHE = 0,
+  NVML_MEMORY_LOCATION_L2_CACHE = 1,
+  NVML_MEMORY_LOCATION_DRAM = 2,
+  NVML_MEMORY_LOCATION_DEVICE_MEMORY = 2,
+  NVML_MEMORY_LOCATION_REGISTER_FILE = 3,
+  NVML_MEMORY_LOCATION_TEXTURE_MEMORY = 4,
+  NVML_MEMORY_LOCATION_TEXTURE_SHM = 5,
+  NVML_MEMORY_LOCATION_CBU = 6,
+  NVML_MEMORY_LOCATION_SRAM = 7,
+  NVML_MEMORY_LOCATION_COUNT
+} nvmlMemoryLocation_t;
+
 typedef enum nvmlPStates_enum {
   NVML_PSTATE_0 = 0,
   NVML_PSTATE_15 = 15,
@@ -325,6 +340,10 @@ nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
                                          nvmlEccCounterType_t counterType,
                                          unsigned long long* eccCounts);
+nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                             nvmlEccCounterType_t counterType,
+                                             nvmlMemoryLocation_t locationType,
+                                             unsigned long long* count);
 nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int* corrRows,
                                        unsigned int* uncRows, unsigned int* isPending,
                                        unsigned int* failureOccurred);

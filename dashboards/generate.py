@@ -294,8 +294,8 @@ SEL_JOB = 'job_id="$job"'
 JOB_FINDINGS = ('accelmon_diagnosis_active{%s} or (accelmon_diagnosis_active * on (instance, node, device) '
                 'group_left (job_id) accelmon_device_job{%s})' % (SEL_JOB, SEL_JOB))
 NO_STEPS = "the job's training processes push no step counter (accelmon_push steps)"
-NO_GPM = ("the GPUs report no profiling counters (NVIDIA before Hopper, Ascend, the simulator; "
-          "AMD only its engine and memory-controller activity)")
+NO_GPM = ("the GPUs report no profiling counters (NVIDIA before Hopper, the simulator; AMD only its "
+          "engine and memory-controller activity, Ascend only its vector cores)")
 
 
 def panel(title, kind, targets, unit=None, w=12, h=8, description="", table=False, empty_ok=None,
@@ -454,10 +454,11 @@ DEVICE = [
     panel("Utilization", "timeseries",
           [("accelmon_device_utilization_ratio{%s}" % SEL_DEV, "{{kind}}")], unit="percentunit", min_=0, max_=1),
     panel("SM, tensor and DRAM activity", "timeseries",
-          [('accelmon_device_activity_ratio{%s,kind=~"sm|sm_occupancy|tensor|dram_bandwidth"}' % SEL_DEV,
+          [('accelmon_device_activity_ratio{%s,kind=~"sm|sm_occupancy|tensor|dram_bandwidth|vector"}'
+            % SEL_DEV,
             "{{kind}}")], unit="percentunit", min_=0, max_=1,
           description="Profiling counters over each collection interval: how busy the SMs, tensor cores and "
-                      "DRAM really were. 'Utilization' only says that a kernel ran.",
+                      "DRAM (Ascend: the vector cores) really were. 'Utilization' only says that a kernel ran.",
           empty_ok=NO_GPM),
     panel("Pipes", "timeseries",
           [('accelmon_device_activity_ratio{%s,kind=~"tensor_.*|fp64|fp32|fp16|integer"}' % SEL_DEV,
@@ -482,7 +483,12 @@ DEVICE = [
     panel("Clocks", "timeseries",
           [("accelmon_device_clock_hertz{%s}" % SEL_DEV, "{{kind}}")], unit="hertz"),
     panel("ECC errors (1 h)", "timeseries",
-          [("increase(accelmon_device_ecc_errors_total{%s}[1h])" % SEL_DEV, "{{type}}")]),
+          [("increase(accelmon_device_ecc_errors_total{%s}[1h])" % SEL_DEV, "{{type}}"),
+           ("increase(accelmon_device_ecc_errors_by_location_total{%s}[1h])" % SEL_DEV,
+            "{{location}} {{type}}")],
+          description="Totals, and where they were counted where the device says: uncorrectable "
+                      "errors in dram are what row remapping repairs; in sram (on-chip) they want a "
+                      "GPU reset, and the board's replacement if they repeat."),
     panel("Time held below application clocks", "timeseries",
           [("rate(accelmon_device_clock_violation_seconds_total{%s}[$__rate_interval])" % SEL_DEV,
             "{{reason}}")], unit="percentunit", min_=0, max_=1,

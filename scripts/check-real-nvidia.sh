@@ -228,6 +228,56 @@ for gpu in gpus:
         compare(name, "retired pages, %s" % cause,
                 ours(uuid, "accelmon_device_retired_pages", cause=cause), number(gpu, path))
 
+    # ECC: totals, and by location. nvidia-smi from R525 on prints SRAM and DRAM (SRAM's
+    # uncorrectable split into parity and SEC-DED from R535); before, single/double bit per
+    # location with a total.
+    ecc = gpu.find("ecc_errors")
+    for scope, family in (("volatile", "accelmon_device_ecc_errors_total"),
+                          ("aggregate", "accelmon_device_ecc_errors_lifetime_total")):
+        section = None if ecc is None else ecc.find(scope)
+        by_location = {}  # (location, type) -> count
+        if section is not None:
+            for location in ("sram", "dram"):
+                c = number(section, location + "_correctable")
+                u = number(section, location + "_uncorrectable")
+                if u is None:
+                    parts = [number(section, location + "_uncorrectable_" + k) for k in ("parity", "secded")]
+                    u = None if all(p is None for p in parts) else sum(p or 0 for p in parts)
+                if c is not None:
+                    by_location[(location, "corrected")] = c
+                if u is not None:
+                    by_location[(location, "uncorrected")] = u
+            for old_type, kind in (("single_bit", "corrected"), ("double_bit", "uncorrected")):
+                for tag, location in (("device_memory", "dram"), ("register_file", "register_file"),
+                                      ("l1_cache", "l1_cache"), ("l2_cache", "l2_cache"),
+                                      ("texture_memory", "texture_memory"),
+                                      ("texture_shm", "texture_shared"), ("cbu", "cbu")):
+                    v = number(section, "%s/%s" % (old_type, tag))
+                    if v is not None:
+                        by_location[(location, kind)] = v
+        for kind in ("corrected", "uncorrected"):
+            total = number(section, ("single_bit" if kind == "corrected" else "double_bit") + "/total") \
+                if section is not None else None
+            if total is None:
+                counts = [v for (l, k), v in by_location.items() if k == kind]
+                total = sum(counts) if counts else None
+            compare(name, "ECC %s %s" % (scope, kind), ours(uuid, family, type=kind), total)
+        ours_locations = {labels["location"] for n, labels, _ in series
+                          if n == family.replace("errors_", "errors_by_location_") and labels.get("uuid") == uuid}
+        for location in sorted(ours_locations | {l for l, _ in by_location}):
+            for kind in ("corrected", "uncorrected"):
+                compare(name, "ECC %s %s, %s" % (scope, kind, location),
+                        ours(uuid, family.replace("errors_", "errors_by_location_"), location=location, type=kind),
+                        by_location.get((location, kind)))
+    mig = ours(uuid, "accelmon_device_mig_mode")
+    compare(name, "MIG mode", None if mig is None else ("Enabled" if mig == 1 else "Disabled"),
+            text(gpu, "mig_mode/current_mig"))
+    fabric = ours(uuid, "accelmon_device_link_up", link="fabric")
+    state, status = text(gpu, "fabric/state"), text(gpu, "fabric/status")
+    compare(name, "NVLink fabric registered",
+            None if fabric is None else ("Yes" if fabric == 1 else "No"),
+            None if state is None else ("Yes" if state == "Completed" and status == "Success" else "No"))
+
 print("| GPU | value | accelmon | nvidia-smi | |")
 print("| --- | --- | --- | --- | --- |")
 for r in rows:

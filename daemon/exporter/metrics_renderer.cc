@@ -52,6 +52,29 @@ std::string_view LinkKindLabel(v1::LinkKind kind) {
   }
 }
 
+std::string_view MemoryLocationLabel(v1::MemoryLocation location) {
+  switch (location) {
+    case v1::MEMORY_LOCATION_L1_CACHE:
+      return "l1_cache";
+    case v1::MEMORY_LOCATION_L2_CACHE:
+      return "l2_cache";
+    case v1::MEMORY_LOCATION_DRAM:
+      return "dram";
+    case v1::MEMORY_LOCATION_REGISTER_FILE:
+      return "register_file";
+    case v1::MEMORY_LOCATION_TEXTURE_MEMORY:
+      return "texture_memory";
+    case v1::MEMORY_LOCATION_TEXTURE_SHARED:
+      return "texture_shared";
+    case v1::MEMORY_LOCATION_CBU:
+      return "cbu";
+    case v1::MEMORY_LOCATION_SRAM:
+      return "sram";
+    default:
+      return "unknown";
+  }
+}
+
 namespace {
 
 using prometheus::ClientMetric;
@@ -442,6 +465,14 @@ class DeviceFamilies {
                                "ECC errors over the device's lifetime, kept across driver reloads "
                                "and reboots.",
                                kCounter)),
+        ecc_location_(s.Family("accelmon_device_ecc_errors_by_location_total",
+                               "ECC errors since the driver loaded, by where in the device they "
+                               "were counted.",
+                               kCounter)),
+        ecc_location_lifetime_(s.Family("accelmon_device_ecc_errors_by_location_lifetime_total",
+                                        "ECC errors over the device's lifetime, by where in the "
+                                        "device they were counted.",
+                                        kCounter)),
         retired_(s.Family("accelmon_device_retired_pages",
                           "Memory pages retired after ECC errors, by cause, pending ones included.",
                           kGauge)),
@@ -455,10 +486,11 @@ class DeviceFamilies {
                             "Time the clocks were held below their application target, by the "
                             "limiter that held them.",
                             kCounter)),
-        activity_(s.Family("accelmon_device_activity_ratio",
-                           "What the device's units did over the last collection interval, by "
-                           "kind (profiling counters: SM, occupancy, tensor, FP pipes, DRAM).",
-                           kGauge)),
+        activity_(s.Family(
+            "accelmon_device_activity_ratio",
+            "What the device's units did over the last collection interval, by "
+            "kind (profiling counters: SM, occupancy, tensor, FP pipes, DRAM, vector cores).",
+            kGauge)),
         compute_die_(s.Family("accelmon_device_compute_die_activity_ratio",
                               "Share of the last collection interval each compute die (AMD "
                               "XCD) was busy.",
@@ -639,6 +671,7 @@ class DeviceFamilies {
         {"fp16", &A::has_fp16_ratio, &A::fp16_ratio},
         {"integer", &A::has_integer_ratio, &A::integer_ratio},
         {"dram_bandwidth", &A::has_dram_bandwidth_ratio, &A::dram_bandwidth_ratio},
+        {"vector", &A::has_vector_ratio, &A::vector_ratio},
     };
     for (const auto& [kind, has, get] : kKinds) {
       if ((a.*has)()) accelmon::Add(sink_, activity_, dl, "kind", kind, (a.*get)());
@@ -680,6 +713,33 @@ class DeviceFamilies {
     accelmon::Add(sink_, mig_info_, l, 1);
   }
 
+  void AddEccLocation(const LabelList& dl, const v1::EccLocationCounts& l) {
+    using Has = bool (v1::EccLocationCounts::*)() const;
+    using Get = uint64_t (v1::EccLocationCounts::*)() const;
+    using C = v1::EccLocationCounts;
+    struct Counter {
+      size_t family;
+      std::string_view type;
+      Has has;
+      Get get;
+    };
+    const Counter counters[] = {
+        {ecc_location_, "corrected", &C::has_corrected_total, &C::corrected_total},
+        {ecc_location_, "uncorrected", &C::has_uncorrected_total, &C::uncorrected_total},
+        {ecc_location_lifetime_, "corrected", &C::has_corrected_lifetime_total,
+         &C::corrected_lifetime_total},
+        {ecc_location_lifetime_, "uncorrected", &C::has_uncorrected_lifetime_total,
+         &C::uncorrected_lifetime_total},
+    };
+    LabelList ll = dl;
+    ll.Push("location", MemoryLocationLabel(l.location()));
+    for (const Counter& c : counters) {
+      if ((l.*c.has)()) {
+        accelmon::Add(sink_, c.family, ll, "type", c.type, static_cast<double>((l.*c.get)()));
+      }
+    }
+  }
+
   // ECC counts and remapped rows.
   void AddErrors(const LabelList& dl, const v1::DeviceErrors& e) {
     MetricSink& s = sink_;
@@ -712,6 +772,7 @@ class DeviceFamilies {
       accelmon::Add(s, ecc_lifetime_, dl, "type", "uncorrected",
                     static_cast<double>(e.ecc_uncorrected_lifetime_total()));
     }
+    for (const v1::EccLocationCounts& l : e.ecc_by_location()) AddEccLocation(dl, l);
     if (e.has_retired_pages_single_bit()) {
       accelmon::Add(s, retired_, dl, "cause", "single_bit",
                     static_cast<double>(e.retired_pages_single_bit()));
@@ -776,8 +837,9 @@ class DeviceFamilies {
   MetricSink& sink_;
   const size_t info_, up_, mem_total_, mem_used_, mem_free_, mem_reserved_, mem_largest_, mem_frag_,
       temp_, temp_threshold_, throttled_, power_, power_limit_, energy_, util_, clock_, ecc_,
-      remapped_, remap_pending_, remap_failure_, ecc_lifetime_, retired_, retired_pending_, fan_,
-      violation_, activity_, compute_die_, bus_, pstate_, persistence_, mig_mode_, mig_info_;
+      remapped_, remap_pending_, remap_failure_, ecc_lifetime_, ecc_location_,
+      ecc_location_lifetime_, retired_, retired_pending_, fan_, violation_, activity_, compute_die_,
+      bus_, pstate_, persistence_, mig_mode_, mig_info_;
   LinkFamilies links_;
   const size_t job_info_, job_, proc_used_, proc_reserved_, proc_allocated_, proc_ooms_,
       proc_retries_, proc_steps_;

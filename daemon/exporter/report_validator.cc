@@ -73,7 +73,8 @@ void CheckActivity(Checker& c, const v1::DeviceActivity& a) {
         {a.has_fp32_ratio(), a.fp32_ratio()},
         {a.has_fp16_ratio(), a.fp16_ratio()},
         {a.has_integer_ratio(), a.integer_ratio()},
-        {a.has_dram_bandwidth_ratio(), a.dram_bandwidth_ratio()}}) {
+        {a.has_dram_bandwidth_ratio(), a.dram_bandwidth_ratio()},
+        {a.has_vector_ratio(), a.vector_ratio()}}) {
     if (has) c.Ratio(value);
   }
   for (const auto& [has, value] :
@@ -86,6 +87,21 @@ void CheckActivity(Checker& c, const v1::DeviceActivity& a) {
   // 8 partitions of 8 dies is the most the AMD table can hold; more is a runaway series count.
   if (a.compute_die_ratios_size() > 64) c.Fail("too_many_compute_dies");
   for (const double ratio : a.compute_die_ratios()) c.Ratio(ratio);
+}
+
+// Each location once and a known one: two entries for a location would be two samples of one
+// series, and Prometheus refuses the whole scrape for that.
+void CheckEccLocations(Checker& c, const v1::DeviceErrors& e) {
+  uint32_t seen = 0;
+  for (const v1::EccLocationCounts& l : e.ecc_by_location()) {
+    const int location = l.location();
+    if (location == v1::MEMORY_LOCATION_UNSPECIFIED || !v1::MemoryLocation_IsValid(location) ||
+        location >= 32 || (seen & (1u << location)) != 0) {
+      c.Fail("invalid_memory_location");
+      return;
+    }
+    seen |= 1u << location;
+  }
 }
 
 void CheckLink(Checker& c, const v1::Link& l) {
@@ -158,6 +174,7 @@ void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {
   }
   if (d.state().has_performance_state()) c.Value(d.state().performance_state(), 0, 15);
   CheckActivity(c, d.activity());
+  CheckEccLocations(c, d.errors());
 
   for (const v1::Link& l : d.links()) CheckLink(c, l);
 

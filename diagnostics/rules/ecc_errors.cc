@@ -1,10 +1,12 @@
 // ecc_errors: new uncorrectable ECC errors or a failed row remap (critical), or corrected errors
 // at a rate that foretells failing memory (warning).
+#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "diagnostics/error_catalog.h"
 #include "diagnostics/rules/rule_state.h"
@@ -117,6 +119,26 @@ class EccErrorsRule final : public Rule {
     return states_.try_emplace(DeviceKey(d)).first->second;
   }
 
+  // "sram" for MEMORY_LOCATION_SRAM: the metrics' `location` label.
+  static std::string LocationName(v1::MemoryLocation location) {
+    constexpr std::string_view kPrefix = "MEMORY_LOCATION_";
+    std::string name = v1::MemoryLocation_Name(location);
+    if (name.starts_with(kPrefix)) name.erase(0, kPrefix.size());
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return name.empty() ? "unknown" : name;
+  }
+
+  // " (in sram, dram)": the locations holding uncorrected errors since the driver loaded, or ""
+  // where the device does not split its counts.
+  static std::string UncorrectedLocations(const v1::DeviceErrors& e) {
+    std::string out;
+    for (const v1::EccLocationCounts& l : e.ecc_by_location()) {
+      if (l.uncorrected_total() == 0) continue;
+      out += (out.empty() ? " (in " : ", ") + LocationName(l.location());
+    }
+    return out.empty() ? out : out + ")";
+  }
+
   Raised Describe(const v1::DeviceTelemetry& d, bool critical, uint64_t new_uncorrected,
                   std::optional<double> per_hour, bool remap_failed) const {
     const v1::DeviceErrors& e = d.errors();
@@ -127,7 +149,7 @@ class EccErrorsRule final : public Rule {
     std::string sep = " ";
     if (new_uncorrected > 0) {
       r.summary += sep + std::to_string(new_uncorrected) + " new uncorrectable ECC error" +
-                   (new_uncorrected == 1 ? "" : "s");
+                   (new_uncorrected == 1 ? "" : "s") + UncorrectedLocations(e);
       sep = ", ";
     }
     if (remap_failed) {
@@ -149,6 +171,13 @@ class EccErrorsRule final : public Rule {
     if (e.has_ecc_uncorrected_total()) {
       r.evidence.push_back(NumberEvidence("ecc_uncorrected_total",
                                           static_cast<double>(e.ecc_uncorrected_total()), "count"));
+    }
+    // Where they were counted, where the device says: in DRAM row remapping repairs them, in
+    // on-chip SRAM it cannot.
+    for (const v1::EccLocationCounts& l : e.ecc_by_location()) {
+      if (l.uncorrected_total() == 0) continue;
+      r.evidence.push_back(NumberEvidence("ecc_uncorrected_total_" + LocationName(l.location()),
+                                          static_cast<double>(l.uncorrected_total()), "count"));
     }
     if (per_hour) {
       r.evidence.push_back(NumberEvidence("ecc_corrected_per_hour", *per_hour, "count_per_hour"));

@@ -27,8 +27,16 @@ grep -q '^| GPU 1 | retired pages, single_bit | 2 | 2 | ok |$' "$WORK/agree.txt"
   fail "no agreeing retired-pages row"
 grep -q '^| GPU 0 | fan (%) | absent | absent | ok |$' "$WORK/agree.txt" ||
   fail "a fan neither side reports must read absent on both"
+grep -q '^| GPU 1 | ECC aggregate uncorrected, sram | 1 | 1 | ok |$' "$WORK/agree.txt" ||
+  fail "no agreeing SRAM row (nvidia-smi splits SRAM uncorrectable into parity and SEC-DED)"
+grep -q '^| GPU 1 | ECC volatile corrected | 3 | 3 | ok |$' "$WORK/agree.txt" ||
+  fail "no agreeing ECC total row (nvidia-smi's SRAM plus DRAM)"
+grep -q '^| GPU 0 | MIG mode | Disabled | Disabled | ok |$' "$WORK/agree.txt" ||
+  fail "no agreeing MIG mode row"
+grep -q '^| GPU 0 | NVLink fabric registered | absent | absent | ok |$' "$WORK/agree.txt" ||
+  fail "a board without a fabric must read absent on both"
 rows=$(grep -c '^| GPU [01] |' "$WORK/agree.txt")
-[ "$rows" -eq 48 ] || fail "expected 24 values per GPU, got $rows rows"
+[ "$rows" -eq 76 ] || fail "expected 38 values per GPU, got $rows rows"
 
 # GPU 1's memory total differs, and a third GPU accelmon does not see.
 sed -e '0,/<total>143771 MiB/! s/<total>143771 MiB/<total>81559 MiB/' \

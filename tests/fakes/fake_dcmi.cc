@@ -57,6 +57,7 @@ Chip DefaultChip(int card, int device, int logic_id) {
               {"power", 950 + 10 * n},  // 0.1 W
               {"util_aicore", 10 * n},
               {"util_hbm_bw", 5 * n},
+              {"util_vector", 4 * n},  // absent: a chip without vector cores (910, 310P)
               {"network_health", DCMI_RDFX_DETECT_OK},
               {"tx_bytes", 1000000 * (n + 1)},
               {"rx_bytes", 2000000 * (n + 1)},
@@ -318,6 +319,10 @@ int dcmi_get_device_utilization_rate(int card_id, int device_id, int input_type,
       return dcmi::kOk;
     case dcmi::kUtilizationHbmBandwidth:
       *utilization_rate = static_cast<unsigned int>(Value(*chip, "util_hbm_bw"));
+      return dcmi::kOk;
+    case dcmi::kUtilizationVectorCore:
+      if (!chip->values.contains("util_vector")) return dcmi::kErrNotSupport;
+      *utilization_rate = static_cast<unsigned int>(Value(*chip, "util_vector"));
       return dcmi::kOk;
     default:
       return dcmi::kErrNotSupport;

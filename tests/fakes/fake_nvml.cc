@@ -8,7 +8,9 @@
 //   memory.total memory.used memory.free memory.reserved (bytes), temp.gpu temp.memory
 //   temp.slowdown temp.shutdown (C), power.usage_mw power.limit_mw energy_mj, util.gpu
 //   util.memory (%), clock.sm clock.mem (MHz), throttle (bitmask), ecc.corrected
-//   ecc.uncorrected, ecc.corrected.lifetime ecc.uncorrected.lifetime (aggregate), retired.sbe
+//   ecc.uncorrected, ecc.corrected.lifetime ecc.uncorrected.lifetime (aggregate),
+//   ecc.<location>.<corrected|uncorrected>[.lifetime] (location l1 l2 dram register_file texture
+//   texture_shm cbu sram; dram and sram by default), retired.sbe
 //   retired.dbe (pages) retired.pending, violation.{power,thermal,sync_boost,board_limit,
 //   low_utilization,reliability}_ns, pstate, persistence, fan (%, absent by default),
 //   gpm.supported (0/1), gpm.<metric id> (GPM values in NVML's units: percent, MiB/s; a sample
@@ -94,6 +96,7 @@ struct State {
   std::map<std::pair<std::string, int>, nvmlReturn_t> returns;
   std::map<std::string, int> hang_ms;  // one-shot: the next call to that function sleeps
   int in_flight = 0;
+  std::map<std::string, int> calls;  // per function, since the last reset
   long gpm_sequence = 0;
   std::set<nvmlGpmSample_st*> gpm_samples;  // allocated and not yet freed
   unsigned last_wait_timeout = 0;
@@ -150,6 +153,15 @@ void Defaults(int d, Device& dev) {
       {"remap.failure", 0},
       {"ecc.corrected.lifetime", 10 + 3 * d},
       {"ecc.uncorrected.lifetime", d},
+      // By location, as Hopper counts: SRAM and DRAM only, adding up to the totals above.
+      {"ecc.dram.corrected", 2 * d},
+      {"ecc.dram.uncorrected", 0},
+      {"ecc.dram.corrected.lifetime", 10 + 2 * d},
+      {"ecc.dram.uncorrected.lifetime", 0},
+      {"ecc.sram.corrected", d},
+      {"ecc.sram.uncorrected", 0},
+      {"ecc.sram.corrected.lifetime", d},
+      {"ecc.sram.uncorrected.lifetime", d},
       {"retired.sbe", 2 * d},
       {"retired.dbe", 0},
       {"retired.pending", 0},
@@ -283,6 +295,7 @@ void ResetLocked(State& s) {
   s.hang_ms.clear();
   s.last_wait_timeout = 0;
   s.wait_calls = 0;
+  s.calls.clear();
 }
 
 struct Init {
@@ -306,6 +319,7 @@ class Call {
     {
       std::lock_guard lock(s.mu);
       ++s.in_flight;
+      ++s.calls[fn];
       if (needs_init && s.init_count == 0) {
         ret_ = NVML_ERROR_UNINITIALIZED;
         return;
@@ -681,6 +695,27 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, nvmlMemoryErrorTyp
     default:
       return NVML_ERROR_INVALID_ARGUMENT;
   }
+}
+
+// Keys ecc.<location>.<corrected|uncorrected>[.lifetime]; a location without keys answers
+// NOT_SUPPORTED, as the driver does for locations the GPU does not count in.
+nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlMemoryErrorType_t errorType,
+                                             nvmlEccCounterType_t counterType,
+                                             nvmlMemoryLocation_t locationType,
+                                             unsigned long long* count) {
+  FAKE_ENTER("nvmlDeviceGetMemoryErrorCounter", device);
+  static constexpr const char* kLocations[] = {"l1",      "l2",          "dram", "register_file",
+                                               "texture", "texture_shm", "cbu",  "sram"};
+  if (locationType < 0 || locationType >= NVML_MEMORY_LOCATION_COUNT) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (counterType != NVML_VOLATILE_ECC && counterType != NVML_AGGREGATE_ECC) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  std::string key = std::string("ecc.") + kLocations[locationType] +
+                    (errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED ? ".corrected" : ".uncorrected");
+  if (counterType == NVML_AGGREGATE_ECC) key += ".lifetime";
+  return Out(d, key.c_str(), count);
 }
 
 // As the driver: the count of pages for `cause`, their addresses when the buffer holds them,
@@ -1218,6 +1253,13 @@ void fake_nvml_add_process(int device, const char* list, unsigned pid,
 int fake_nvml_init_count() {
   std::lock_guard lock(S().mu);
   return S().init_count;
+}
+
+// How many times `function_name` was called since the last reset.
+int fake_nvml_call_count(const char* function_name) {
+  std::lock_guard lock(S().mu);
+  const auto it = S().calls.find(function_name);
+  return it == S().calls.end() ? 0 : it->second;
 }
 
 int fake_nvml_calls_in_flight() {

@@ -85,6 +85,10 @@ TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
     auto* a = r.add_devices()->mutable_activity();
     for (int i = 0; i < 65; ++i) a->add_compute_die_ratios(0.5);
   });
+  add("invalid_memory_location", [](auto& r) {
+    auto* e = r.add_devices()->mutable_errors();
+    for (int i = 0; i < 2; ++i) e->add_ecc_by_location()->set_location(v1::MEMORY_LOCATION_DRAM);
+  });
   add("too_many_holder_pids", [](auto& r) {
     auto* h = r.add_devices()->add_holders();
     for (uint32_t pid = 1; pid <= 257; ++pid) h->add_pids(pid);

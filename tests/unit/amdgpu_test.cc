@@ -79,6 +79,11 @@ TEST(Amdgpu, Mi300xValuesInBaseUnits) {
 
   EXPECT_EQ(d.errors().ecc_uncorrected_total(), 0u);  // ras/umc_err_count "ue: 0\nce: 3"
   EXPECT_EQ(d.errors().ecc_corrected_total(), 3u);
+  ASSERT_EQ(d.errors().ecc_by_location_size(), 1) << "the memory controller's: DRAM";
+  EXPECT_EQ(d.errors().ecc_by_location(0).location(), v1::MEMORY_LOCATION_DRAM);
+  EXPECT_EQ(d.errors().ecc_by_location(0).corrected_total(), 3u);
+  EXPECT_EQ(d.errors().ecc_by_location(0).uncorrected_total(), 0u);
+  EXPECT_FALSE(d.errors().ecc_by_location(0).has_corrected_lifetime_total());
   EXPECT_FALSE(d.errors().has_remapped_rows_correctable());
 
   ASSERT_GE(d.links_size(), 1);
@@ -235,6 +240,7 @@ TEST(Amdgpu, MalformedValuesAreSkipped) {
   EXPECT_FALSE(d.clocks().has_compute_hz());                   // "abc"
   EXPECT_FALSE(d.errors().has_ecc_corrected_total());          // "Query currently inaccessible"
   EXPECT_FALSE(d.errors().has_ecc_uncorrected_total());
+  EXPECT_EQ(d.errors().ecc_by_location_size(), 0);
   // "Unknown" speed: the width alone.
   ASSERT_EQ(d.links_size(), 1);
   EXPECT_FALSE(d.links(0).has_pcie_generation());

@@ -110,6 +110,7 @@ TEST_F(Dcmi, ReportsEveryChipWithUnitsConverted) {
   fake_.set_value(3, 0, "power", 1234);  // 123.4 W
   fake_.set_value(3, 0, "util_aicore", 87);
   fake_.set_value(3, 0, "util_hbm_bw", 33);
+  fake_.set_value(3, 0, "util_vector", 41);
   fake_.set_value(3, 0, "network_health", DCMI_RDFX_DETECT_OK);
   fake_.set_value(3, 0, "tx_bytes", 5'000'000'000'000LL);
   fake_.set_value(3, 0, "rx_fcs", 2);
@@ -145,6 +146,7 @@ TEST_F(Dcmi, ReportsEveryChipWithUnitsConverted) {
   EXPECT_FALSE(d.power().has_limit_watts());
   EXPECT_DOUBLE_EQ(d.utilization().compute_ratio(), 0.87);
   EXPECT_DOUBLE_EQ(d.utilization().memory_bandwidth_ratio(), 0.33);
+  EXPECT_DOUBLE_EQ(d.activity().vector_ratio(), 0.41);
 
   ASSERT_EQ(d.links_size(), 1);
   const auto& roce = d.links(0);
@@ -176,6 +178,7 @@ TEST_F(Dcmi, NotSupportedLeavesValuesAbsent) {
   fake_.set_return("dcmi_get_device_hbm_info", 1, 0, dcmi::kErrNotSupport);
   fake_.set_return("dcmi_get_device_power_info", 1, 0, dcmi::kErrNotSupport);
   fake_.set_return("dcmi_get_device_utilization_rate/10", -1, -1, dcmi::kErrNotSupport);
+  fake_.set_return("dcmi_get_device_utilization_rate/12", 1, 0, dcmi::kErrNotSupport);
   fake_.set_return("dcmi_get_device_network_health", 1, 0, dcmi::kErrNotSupport);
   fake_.set_return("dcmi_get_netdev_pkt_stats_info", 1, 0, dcmi::kErrNotSupport);
   fake_.set_return("dcmi_get_device_die_v2", 1, 0, dcmi::kErrNotSupport);
@@ -195,6 +198,8 @@ TEST_F(Dcmi, NotSupportedLeavesValuesAbsent) {
   EXPECT_FALSE(d.power().has_usage_watts());
   EXPECT_TRUE(d.utilization().has_compute_ratio());
   EXPECT_FALSE(d.utilization().has_memory_bandwidth_ratio());
+  EXPECT_FALSE(d.activity().has_vector_ratio()) << "a chip without vector cores";
+  EXPECT_TRUE(report.devices(0).activity().has_vector_ratio());
   EXPECT_EQ(d.links_size(), 0) << "no RoCE call answered";
   // The V1 calls stand in for the V2 ones.
   EXPECT_EQ(d.identity().uuid(), "11110001-22220001-33330000-44440000-55550000");

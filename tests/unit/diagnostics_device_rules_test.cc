@@ -558,6 +558,27 @@ TEST_F(DeviceRulesTest, EccUncorrectedIncreaseIsCriticalHeldThenClosed) {
   ASSERT_EQ(Closed("ecc_errors").size(), 1u);
 }
 
+TEST_F(DeviceRulesTest, EccUncorrectedNamesTheLocationsThatCountedThem) {
+  auto with_locations = [](int64_t t, uint64_t sram, uint64_t dram) {
+    v1::NodeReport r = DrEcc(t, std::nullopt, sram + dram);
+    v1::DeviceErrors* e = r.mutable_devices(0)->mutable_errors();
+    for (const auto& [location, count] :
+         {std::pair{v1::MEMORY_LOCATION_SRAM, sram}, {v1::MEMORY_LOCATION_DRAM, dram}}) {
+      auto* l = e->add_ecc_by_location();
+      l->set_location(location);
+      l->set_uncorrected_total(count);
+    }
+    return r;
+  };
+  Feed(with_locations(0, 0, 0));
+  Feed(with_locations(10, 1, 0));
+  ASSERT_EQ(Opened("ecc_errors").size(), 1u);
+  const v1::Finding f = Opened("ecc_errors")[0];
+  EXPECT_TRUE(DrHas(f.summary(), "1 new uncorrectable ECC error (in sram)")) << f.summary();
+  EXPECT_DOUBLE_EQ(DrEvidence(f, "ecc_uncorrected_total_sram")->value(), 1);
+  EXPECT_FALSE(DrHasEvidence(f, {"ecc_uncorrected_total_dram"})) << "no uncorrected there";
+}
+
 TEST_F(DeviceRulesTest, EccFastCorrectedNeedsFiveMinutesOfHistory) {
   // 50 per 10 s = 18000/h, far over 100/h; judged only once 300 s are known.
   for (int64_t t = 0; t < 300; t += 10) Feed(DrEcc(t, 50 * static_cast<uint64_t>(t / 10), 0));

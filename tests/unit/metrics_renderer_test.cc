@@ -90,6 +90,7 @@ v1::NodeReport FullNode() {
   d->mutable_activity()->set_sm_ratio(0.71);
   d->mutable_activity()->set_tensor_ratio(0.42);
   d->mutable_activity()->set_dram_bandwidth_ratio(0.6);
+  d->mutable_activity()->set_vector_ratio(0.35);
   d->mutable_activity()->add_compute_die_ratios(0.7);
   d->mutable_activity()->add_compute_die_ratios(0.55);
   d->mutable_activity()->set_nvlink_transmit_bytes_per_second(1.5e11);
@@ -98,6 +99,14 @@ v1::NodeReport FullNode() {
   d->mutable_errors()->set_retired_pages_single_bit(2);
   d->mutable_errors()->set_retired_pages_double_bit(0);
   d->mutable_errors()->set_retired_pages_pending(false);
+  for (const auto location : {v1::MEMORY_LOCATION_DRAM, v1::MEMORY_LOCATION_SRAM}) {
+    auto* l = d->mutable_errors()->add_ecc_by_location();
+    l->set_location(location);
+    l->set_corrected_total(location == v1::MEMORY_LOCATION_DRAM ? 2 : 0);
+    l->set_uncorrected_total(0);
+    l->set_corrected_lifetime_total(location == v1::MEMORY_LOCATION_DRAM ? 30 : 10);
+    l->set_uncorrected_lifetime_total(location == v1::MEMORY_LOCATION_DRAM ? 0 : 1);
+  }
   d->mutable_errors()->set_remapped_rows_pending(false);
   d->mutable_errors()->set_remapped_rows_failure(false);
   auto* nv = d->add_links();

@@ -52,6 +52,7 @@ struct FakeNvml {
     gpm_samples_live = lib.Function<int (*)()>("fake_nvml_gpm_samples_live");
     add_mig = lib.Function<int (*)(int, int, const char*, unsigned, unsigned)>("fake_nvml_add_mig");
     remove_mig = lib.Function<void (*)(int, int)>("fake_nvml_remove_mig");
+    call_count = lib.Function<int (*)(const char*)>("fake_nvml_call_count");
   }
   std::string path() const { return lib.path(); }
 
@@ -72,6 +73,7 @@ struct FakeNvml {
   int (*gpm_samples_live)() = nullptr;
   int (*add_mig)(int, int, const char*, unsigned, unsigned) = nullptr;  // legacy: absent
   void (*remove_mig)(int, int) = nullptr;
+  int (*call_count)(const char*) = nullptr;
 };
 
 FakeNvml& Current() {
@@ -341,6 +343,88 @@ TEST_F(Nvml, ManyRetiredPagesAreCountedAndAPendingRetirementIsSeen) {
   EXPECT_EQ(e.retired_pages_single_bit(), 64u);
   EXPECT_EQ(e.retired_pages_double_bit(), 3u);
   EXPECT_TRUE(e.retired_pages_pending());
+}
+
+const v1::EccLocationCounts* FindLocation(const v1::DeviceErrors& e, v1::MemoryLocation l) {
+  for (const auto& counts : e.ecc_by_location()) {
+    if (counts.location() == l) return &counts;
+  }
+  return nullptr;
+}
+
+TEST_F(Nvml, EccCountsByLocationListOnlyTheLocationsTheGpuCountsIn) {
+  fake.set_value(1, "ecc.dram.uncorrected", 2);
+  fake.set_value(1, "ecc.l2.corrected", 5);  // an older GPU's L2, volatile corrected only
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  ASSERT_EQ(report.devices_size(), 2);
+
+  const v1::DeviceErrors& e0 = report.devices(0).errors();
+  ASSERT_EQ(e0.ecc_by_location_size(), 2) << "Hopper counts in SRAM and DRAM only";
+  const v1::EccLocationCounts* dram = FindLocation(e0, v1::MEMORY_LOCATION_DRAM);
+  const v1::EccLocationCounts* sram = FindLocation(e0, v1::MEMORY_LOCATION_SRAM);
+  ASSERT_NE(dram, nullptr);
+  ASSERT_NE(sram, nullptr);
+  EXPECT_EQ(dram->corrected_lifetime_total(), 10u);
+  ASSERT_TRUE(sram->has_uncorrected_total()) << "a zero the driver reports is kept";
+  EXPECT_EQ(sram->uncorrected_total(), 0u);
+
+  const v1::DeviceErrors& e1 = report.devices(1).errors();
+  ASSERT_EQ(e1.ecc_by_location_size(), 3);
+  EXPECT_EQ(FindLocation(e1, v1::MEMORY_LOCATION_DRAM)->uncorrected_total(), 2u);
+  EXPECT_EQ(FindLocation(e1, v1::MEMORY_LOCATION_DRAM)->corrected_total(), 2u);
+  EXPECT_EQ(FindLocation(e1, v1::MEMORY_LOCATION_SRAM)->uncorrected_lifetime_total(), 1u);
+  const v1::EccLocationCounts* l2 = FindLocation(e1, v1::MEMORY_LOCATION_L2_CACHE);
+  ASSERT_NE(l2, nullptr);
+  EXPECT_EQ(l2->corrected_total(), 5u);
+  EXPECT_FALSE(l2->has_uncorrected_total()) << "a counter the driver refuses is absent";
+  EXPECT_FALSE(l2->has_corrected_lifetime_total());
+  EXPECT_EQ(e1.ecc_corrected_total(), 3u) << "the totals stay as the driver counts them";
+
+  auto shared = std::make_shared<v1::NodeReport>(report);
+  shared->set_node("n");
+  const std::string text = testing::RenderFamilies(shared, "accelmon_device_ecc_errors_by_");
+  EXPECT_NE(text.find("accelmon_device_ecc_errors_by_location_total{node=\"n\",device=\"1\","
+                      "uuid=\"GPU-fa4e0001-0000-4000-8000-000000000001\",vendor=\"nvidia\","
+                      "model=\"NVIDIA H200\",location=\"dram\",type=\"uncorrected\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("location=\"l2_cache\",type=\"corrected\"} 5"), std::string::npos) << text;
+}
+
+TEST_F(Nvml, EccLocationTheGpuDoesNotCountInIsNotAskedAgain) {
+  constexpr const char* kFn = "nvmlDeviceGetMemoryErrorCounter";
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  CollectOnce(*collector);
+  // Per GPU: 6 locations refuse their first call, SRAM and DRAM answer 4 calls each.
+  EXPECT_EQ(fake.call_count(kFn), 2 * (6 + 2 * 4));
+  CollectOnce(*collector);
+  EXPECT_EQ(fake.call_count(kFn), 2 * (6 + 2 * 4) + 2 * (2 * 4)) << "SRAM and DRAM only";
+
+  // Any other refusal is a passing failure: absent this tick, asked again the next.
+  fake.set_return(kFn, 0, NVML_ERROR_UNKNOWN);
+  const v1::NodeReport failing = CollectOnce(*collector);
+  EXPECT_EQ(failing.devices(0).errors().ecc_by_location_size(), 0);
+  EXPECT_EQ(failing.devices(1).errors().ecc_by_location_size(), 2);
+  fake.set_return(kFn, 0, NVML_SUCCESS);
+  const v1::NodeReport back = CollectOnce(*collector);
+  EXPECT_EQ(back.devices(0).errors().ecc_by_location_size(), 2);
+}
+
+TEST_F(Nvml, EccByLocationNotSupportedIsAbsentWithTheTotalsKept) {
+  fake.set_return("nvmlDeviceGetMemoryErrorCounter", 1, NVML_ERROR_NOT_SUPPORTED);
+  auto collector = Create(fake);
+  ASSERT_NE(collector, nullptr);
+  const v1::NodeReport report = CollectOnce(*collector);
+  EXPECT_EQ(report.devices(0).errors().ecc_by_location_size(), 2);
+  EXPECT_EQ(report.devices(1).errors().ecc_by_location_size(), 0);
+  EXPECT_TRUE(report.devices(1).errors().has_ecc_corrected_total());
+  auto shared = std::make_shared<v1::NodeReport>(report);
+  shared->set_node("n");
+  const std::string text = testing::RenderFamilies(shared, "accelmon_device_ecc_errors_by_");
+  EXPECT_EQ(text.find("device=\"1\""), std::string::npos) << text;
 }
 
 TEST_F(Nvml, GpmActivityCoversEachIntervalFromTheSecondTickAndFollowsChanges) {

@@ -109,7 +109,8 @@ v1::NodeReport FullReport() {
         &v1::DeviceActivity::set_tensor_dfma_ratio, &v1::DeviceActivity::set_tensor_hmma_ratio,
         &v1::DeviceActivity::set_tensor_imma_ratio, &v1::DeviceActivity::set_fp64_ratio,
         &v1::DeviceActivity::set_fp32_ratio, &v1::DeviceActivity::set_fp16_ratio,
-        &v1::DeviceActivity::set_integer_ratio, &v1::DeviceActivity::set_dram_bandwidth_ratio}) {
+        &v1::DeviceActivity::set_integer_ratio, &v1::DeviceActivity::set_dram_bandwidth_ratio,
+        &v1::DeviceActivity::set_vector_ratio}) {
     (a->*set)(0.5);
   }
   a->set_pcie_transmit_bytes_per_second(1e9);
@@ -131,6 +132,12 @@ v1::NodeReport FullReport() {
   e->set_retired_pages_single_bit(2);
   e->set_retired_pages_double_bit(0);
   e->set_retired_pages_pending(false);
+  auto* dram = e->add_ecc_by_location();
+  dram->set_location(v1::MEMORY_LOCATION_DRAM);
+  dram->set_corrected_total(1);
+  dram->set_uncorrected_total(2);
+  dram->set_corrected_lifetime_total(3);
+  dram->set_uncorrected_lifetime_total(4);
   link(d->add_links(), "nvlink3");
   auto* pm = d->add_processes();
   pm->set_pid(4242);
@@ -453,6 +460,17 @@ TEST(ReportValidator, TooManyDevicesLinksProcessesHoldersPidsEvents) {
   EXPECT_EQ(Validate(r), "");
   activity->add_compute_die_ratios(0.5);
   EXPECT_EQ(Validate(r), "too_many_compute_dies") << "8 partitions of 8 XCDs at most";
+
+  r = FullReport();
+  auto* errors = r.mutable_devices(0)->mutable_errors();
+  errors->add_ecc_by_location()->set_location(v1::MEMORY_LOCATION_SRAM);
+  EXPECT_EQ(Validate(r), "") << "DRAM and SRAM, each once";
+  errors->add_ecc_by_location()->set_location(v1::MEMORY_LOCATION_SRAM);
+  EXPECT_EQ(Validate(r), "invalid_memory_location") << "SRAM twice: one series twice";
+  errors->mutable_ecc_by_location(2)->set_location(v1::MEMORY_LOCATION_UNSPECIFIED);
+  EXPECT_EQ(Validate(r), "invalid_memory_location") << "no location";
+  errors->mutable_ecc_by_location(2)->set_location(static_cast<v1::MemoryLocation>(77));
+  EXPECT_EQ(Validate(r), "invalid_memory_location") << "a location this exporter does not know";
 
   r = FullReport();
   auto* holder = r.mutable_devices(0)->mutable_holders(0);
