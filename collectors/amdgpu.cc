@@ -266,30 +266,27 @@ class CardReader {
  public:
   CardReader(const AttributeReader& reader, fs::path dir) : reader_(reader), dir_(std::move(dir)) {}
 
-  // Reads dir/<relative> into attributes()[<key>] when it answers something.
-  void Read(std::string_view relative, std::string_view key) {
-    std::string text;
-    const int err = reader_(dir_ / relative, text);
-    if (err == ENODEV) lost_ = true;
-    if (err != 0) return;
-    const std::string_view trimmed = Trim(text);
-    if (!trimmed.empty()) attributes_.insert_or_assign(std::string(key), std::string(trimmed));
-  }
-  void Read(std::string_view relative) { Read(relative, relative); }
+  // Reads dir/<relative>, trimmed, into attributes()[<key>] when it answers something.
+  void Read(std::string_view relative, std::string_view key) { Store(relative, key, true); }
+  void Read(std::string_view relative) { Store(relative, relative, true); }
 
   // As Read, byte for byte: for binary tables.
-  void ReadBinary(std::string_view relative) {
-    std::string bytes;
-    const int err = reader_(dir_ / relative, bytes);
-    if (err == ENODEV) lost_ = true;
-    if (err == 0 && !bytes.empty()) attributes_.insert_or_assign(std::string(relative), bytes);
-  }
+  void ReadBinary(std::string_view relative) { Store(relative, relative, false); }
 
   const fs::path& dir() const { return dir_; }
   bool lost() const { return lost_; }
   AmdgpuAttributes& attributes() { return attributes_; }
 
  private:
+  void Store(std::string_view relative, std::string_view key, bool trim) {
+    std::string text;
+    const int err = reader_(dir_ / relative, text);
+    if (err == ENODEV) lost_ = true;
+    if (err != 0) return;
+    const std::string_view value = trim ? Trim(text) : std::string_view(text);
+    if (!value.empty()) attributes_.insert_or_assign(std::string(key), std::string(value));
+  }
+
   const AttributeReader& reader_;
   fs::path dir_;
   bool lost_ = false;

@@ -234,6 +234,15 @@ class DeviceCalls {
   bool lost_ = false;
 };
 
+// A string NVML writes into the caller's buffer of N bytes (name, UUID, VBIOS version); nullopt
+// when the call fails.
+template <size_t N, typename Fn>
+std::optional<std::string> ReadString(DeviceCalls& c, Fn fn, nvmlDevice_t h) {
+  char buf[N] = {};
+  if (!c.Call(fn, h, buf, static_cast<unsigned>(N))) return std::nullopt;
+  return FromBuffer(buf, N);
+}
+
 class NvmlCollector final : public Collector {
  public:
   NvmlCollector(std::unique_ptr<SharedLibrary> lib, const NvmlApi& api)
@@ -384,20 +393,15 @@ class NvmlCollector final : public Collector {
       id.set_driver_version(gpu.driver_version());
       id.set_pci_bus_id(gpu.pci_bus_id());
       id.set_firmware_version(gpu.firmware_version());
-      {
-        char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-        if (!c.Call(api_.uuid, h, buf, static_cast<unsigned>(sizeof buf))) continue;
-        id.set_uuid(FromBuffer(buf, sizeof buf));
-      }
+      auto uuid = ReadString<NVML_DEVICE_UUID_V2_BUFFER_SIZE>(c, api_.uuid, h);
+      if (!uuid) continue;
+      id.set_uuid(std::move(*uuid));
       auto& mig = *id.mutable_mig();
       mig.set_parent_uuid(gpu.uuid());
       mig.set_parent_index(gpu.index());
-      {
-        char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-        if (c.Call(api_.name, h, buf, static_cast<unsigned>(sizeof buf))) {
-          id.set_model(FromBuffer(buf, sizeof buf));
-          mig.set_profile(MigProfile(id.model()));
-        }
+      if (auto name = ReadString<NVML_DEVICE_NAME_V2_BUFFER_SIZE>(c, api_.name, h)) {
+        id.set_model(std::move(*name));
+        mig.set_profile(MigProfile(id.model()));
       }
       unsigned gi = 0, ci = 0;
       if (c.Call(api_.gpu_instance_id, h, &gi)) mig.set_gpu_instance_id(gi);
@@ -453,17 +457,11 @@ class NvmlCollector final : public Collector {
     id.set_vendor("nvidia");
     id.set_index(i);
     id.set_driver_version(driver);
-    {
-      char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-      if (c.Call(api_.name, h, buf, static_cast<unsigned>(sizeof buf))) {
-        id.set_model(FromBuffer(buf, sizeof buf));
-      }
+    if (auto name = ReadString<NVML_DEVICE_NAME_V2_BUFFER_SIZE>(c, api_.name, h)) {
+      id.set_model(std::move(*name));
     }
-    {
-      char buf[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-      if (c.Call(api_.uuid, h, buf, static_cast<unsigned>(sizeof buf))) {
-        id.set_uuid(FromBuffer(buf, sizeof buf));
-      }
+    if (auto uuid = ReadString<NVML_DEVICE_UUID_V2_BUFFER_SIZE>(c, api_.uuid, h)) {
+      id.set_uuid(std::move(*uuid));
     }
     unsigned index = 0;
     if (c.Call(api_.index, h, &index)) id.set_index(index);
@@ -471,11 +469,8 @@ class NvmlCollector final : public Collector {
     if (c.Call(api_.pci_info, h, &pci)) {
       id.set_pci_bus_id(NormalizePciBusId(FromBuffer(pci.busId, sizeof pci.busId)));
     }
-    {
-      char buf[NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE] = {};
-      if (c.Call(api_.vbios_version, h, buf, static_cast<unsigned>(sizeof buf))) {
-        id.set_firmware_version(FromBuffer(buf, sizeof buf));
-      }
+    if (auto vbios = ReadString<NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE>(c, api_.vbios_version, h)) {
+      id.set_firmware_version(std::move(*vbios));
     }
 
     FillMemory(c, h, d);

@@ -164,13 +164,7 @@ class JobStallRule final : public Rule {
   }
 
   DeviceState& StateOf(int position, const v1::DeviceTelemetry& device) {
-    std::string_view key = device.identity().uuid();
-    if (key.empty()) {
-      device_key_.assign("#");
-      device_key_ += std::to_string(device.identity().index());
-      key = device_key_;
-    }
-    return devices_.Get(position, key);
+    return devices_.Get(position, DeviceKeyView(device, device_key_));
   }
 
   Group* FindGroup(std::string_view job) {

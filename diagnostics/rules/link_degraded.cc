@@ -27,7 +27,8 @@ class LinkDegradedRule final : public Rule {
     for (int i = 0; i < report.devices_size(); ++i) {
       const v1::DeviceTelemetry& device = report.devices(i);
       if (device.links().empty()) continue;
-      ObserveGroup(devices_.Get(i, DeviceKeyOf(device)), &device, device.links(), context);
+      ObserveGroup(devices_.Get(i, DeviceKeyView(device, device_key_)), &device, device.links(),
+                   context);
     }
     if (!report.host().links().empty()) {
       ObserveGroup(host_, nullptr, report.host().links(), context);
@@ -66,13 +67,6 @@ class LinkDegradedRule final : public Rule {
   static size_t KindSlot(v1::LinkKind kind) {
     const auto k = static_cast<size_t>(kind);
     return k < kKinds ? k : 0;
-  }
-
-  std::string_view DeviceKeyOf(const v1::DeviceTelemetry& device) {
-    if (!device.identity().uuid().empty()) return device.identity().uuid();
-    device_key_.assign("#");
-    device_key_ += std::to_string(device.identity().index());
-    return device_key_;
   }
 
   void ObserveGroup(Slots<LinkState>& states, const v1::DeviceTelemetry* device,

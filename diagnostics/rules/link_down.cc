@@ -38,7 +38,7 @@ class LinkDownRule final : public Rule {
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     for (int i = 0; i < report.devices_size(); ++i) {
       const v1::DeviceTelemetry& device = report.devices(i);
-      Slots<LinkState>& links = devices_.Get(i, DeviceKeyOf(device));
+      Slots<LinkState>& links = devices_.Get(i, DeviceKeyView(device, device_key_));
       for (int j = 0; j < device.links_size(); ++j) {
         const v1::Link& link = device.links(j);
         ObserveLink(links.Get(j, link.name()), &device, link, context);
@@ -68,14 +68,6 @@ class LinkDownRule final : public Rule {
     bool down = false;  // last known state
     int64_t down_since_ns = 0;
   };
-
-  // DeviceKey() without allocating on the common path (a UUID is used as is).
-  std::string_view DeviceKeyOf(const v1::DeviceTelemetry& device) {
-    if (!device.identity().uuid().empty()) return device.identity().uuid();
-    device_key_.assign("#");
-    device_key_ += std::to_string(device.identity().index());
-    return device_key_;
-  }
 
   void ObserveLink(LinkState& s, const v1::DeviceTelemetry* device, const v1::Link& link,
                    RuleContext& context) {

@@ -21,7 +21,7 @@ class LinkFlappingRule final : public Rule {
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
     for (int i = 0; i < report.devices_size(); ++i) {
       const v1::DeviceTelemetry& device = report.devices(i);
-      Slots<LinkState>& links = devices_.Get(i, DeviceKeyOf(device));
+      Slots<LinkState>& links = devices_.Get(i, DeviceKeyView(device, device_key_));
       for (int j = 0; j < device.links_size(); ++j) {
         const v1::Link& link = device.links(j);
         ObserveLink(links.Get(j, link.name()), &device, link, context);
@@ -41,13 +41,6 @@ class LinkFlappingRule final : public Rule {
     // and a link that never flaps (nearly all of them) keeps its state for as long as it lives.
     std::vector<int64_t> changes_ns;
   };
-
-  std::string_view DeviceKeyOf(const v1::DeviceTelemetry& device) {
-    if (!device.identity().uuid().empty()) return device.identity().uuid();
-    device_key_.assign("#");
-    device_key_ += std::to_string(device.identity().index());
-    return device_key_;
-  }
 
   void ObserveLink(LinkState& s, const v1::DeviceTelemetry* device, const v1::Link& link,
                    RuleContext& context) {

@@ -53,13 +53,7 @@ class LowSmActivityRule final : public Rule {
   };
 
   State& StateOf(int position, const v1::DeviceTelemetry& device) {
-    std::string_view key = device.identity().uuid();
-    if (key.empty()) {
-      key_.assign("#");
-      key_ += std::to_string(device.identity().index());
-      key = key_;
-    }
-    return devices_.Get(position, key);
+    return devices_.Get(position, DeviceKeyView(device, key_));
   }
 
   int64_t BucketNanos() const {
@@ -68,8 +62,10 @@ class LowSmActivityRule final : public Rule {
 
   // The median of the closed buckets' means inside the baseline; nullopt until they cover 90 %
   // of it.
-  std::optional<double> Median(const State& s, int64_t epoch) const {
-    std::vector<double> means;
+  // In a scratch vector of the rule's: this runs for every GPU of every report.
+  std::optional<double> Median(const State& s, int64_t epoch) {
+    std::vector<double>& means = means_;
+    means.clear();
     for (const Bucket& b : s.buckets) {
       if (b.epoch < epoch && b.epoch >= epoch - kBuckets && b.count > 0) {
         means.push_back(b.sum / static_cast<double>(b.count));
@@ -150,6 +146,7 @@ class LowSmActivityRule final : public Rule {
   int64_t bucket_ns_ = 0;              // what the buckets were cut with
   Slots<State> devices_;               // by DeviceKey
   std::string key_;                    // scratch
+  std::vector<double> means_;          // scratch of Median
 };
 
 }  // namespace

@@ -13,6 +13,15 @@
 
 namespace accelmon::diagnostics {
 
+// DeviceKey() without allocating on the common path: a UUID as it is, else "#<index>" written
+// into `scratch`, whose capacity the next call reuses. Valid until `scratch` changes.
+inline std::string_view DeviceKeyView(const v1::DeviceTelemetry& device, std::string& scratch) {
+  if (!device.identity().uuid().empty()) return device.identity().uuid();
+  scratch.assign("#");
+  scratch += std::to_string(device.identity().index());
+  return scratch;
+}
+
 // State by name, found in O(1) while reports keep their order (the common case) and by a scan
 // otherwise. A deque, so that references stay valid as slots are added.
 template <typename T>

@@ -108,13 +108,7 @@ class ThroughputDropRule final : public Rule {
   enum class Verdict { kNormal, kLow, kUnknown };
 
   DeviceState& StateOf(int position, const v1::DeviceTelemetry& device) {
-    std::string_view key = device.identity().uuid();
-    if (key.empty()) {
-      device_key_.assign("#");
-      device_key_ += std::to_string(device.identity().index());
-      key = device_key_;
-    }
-    return devices_.Get(position, key);
+    return devices_.Get(position, DeviceKeyView(device, device_key_));
   }
 
   bool Filled(const Track& t) const {

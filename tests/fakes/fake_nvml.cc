@@ -213,18 +213,26 @@ void Defaults(int d, Device& dev) {
 
 // For end-to-end runs of the real binary, which cannot call the control functions:
 // FAKE_NVML_PROCESSES="DEVICE:compute|graphics:PID:BYTES,..." (BYTES "-": not available).
-void ProcessesFromEnvironment(State& s) {
-  const char* env = std::getenv("FAKE_NVML_PROCESSES");
+// Calls `fn` with each comma-separated entry of the environment variable `name`, if set.
+template <typename Fn>
+void ForEachEnvironmentEntry(const char* name, Fn fn) {
+  const char* env = std::getenv(name);
   if (env == nullptr) return;
-  std::string spec = env;
+  const std::string spec = env;
   for (size_t start = 0; start < spec.size();) {
     size_t end = spec.find(',', start);
     if (end == std::string::npos) end = spec.size();
+    fn(spec.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+void ProcessesFromEnvironment(State& s) {
+  ForEachEnvironmentEntry("FAKE_NVML_PROCESSES", [&s](const std::string& entry) {
     int device = -1;
     char list[16] = {};
     unsigned pid = 0;
     char bytes[32] = {};
-    const std::string entry = spec.substr(start, end - start);
     if (std::sscanf(entry.c_str(), "%d:%15[a-z]:%u:%31s", &device, list, &pid, bytes) == 4 &&
         device >= 0 && device < kMaxDevices) {
       const unsigned long long used = std::strcmp(bytes, "-") == 0
@@ -234,8 +242,7 @@ void ProcessesFromEnvironment(State& s) {
                                                            : s.devices[device].compute_processes;
       processes.push_back({pid, used, ~0U, ~0U});
     }
-    start = end + 1;
-  }
+  });
 }
 
 // A MIG device of `gpu` in `slot`: its name and memory from the profile ("1g.18gb": 18 GiB), a
@@ -267,21 +274,14 @@ void AddMigLocked(State& s, int gpu, int slot, const std::string& profile, unsig
 
 // FAKE_NVML_MIG="GPU:SLOT:PROFILE:GI:CI,...", as FAKE_NVML_PROCESSES.
 void MigFromEnvironment(State& s) {
-  const char* env = std::getenv("FAKE_NVML_MIG");
-  if (env == nullptr) return;
-  const std::string spec = env;
-  for (size_t start = 0; start < spec.size();) {
-    size_t end = spec.find(',', start);
-    if (end == std::string::npos) end = spec.size();
+  ForEachEnvironmentEntry("FAKE_NVML_MIG", [&s](const std::string& entry) {
     int gpu = -1, slot = -1;
     unsigned gi = 0, ci = 0;
     char profile[32] = {};
-    if (std::sscanf(spec.substr(start, end - start).c_str(), "%d:%d:%31[^:]:%u:%u", &gpu, &slot,
-                    profile, &gi, &ci) == 5) {
+    if (std::sscanf(entry.c_str(), "%d:%d:%31[^:]:%u:%u", &gpu, &slot, profile, &gi, &ci) == 5) {
       AddMigLocked(s, gpu, slot, profile, gi, ci);
     }
-    start = end + 1;
-  }
+  });
 }
 
 void ResetLocked(State& s) {
