@@ -27,12 +27,13 @@ class BucketWindow {
   void Add(int64_t epoch, double value, double covered_seconds) {
     Advance(epoch);
     Bucket& b = buckets_[static_cast<size_t>(epoch % kBuckets)];
+    const float covered = static_cast<float>(covered_seconds);  // what the bucket keeps
     b.sum += value;
     b.count += 1;
-    b.covered += covered_seconds;
+    b.covered += covered;
     sum_ += value;
     count_ += 1;
-    covered_ += covered_seconds;
+    covered_ += covered;
   }
 
   // Drops buckets that fell out of the window ending in `epoch`.
@@ -58,11 +59,14 @@ class BucketWindow {
   double covered_seconds() const { return covered_; }
 
  private:
+  // 16 bytes: three windows of 60 are most of what the exporter keeps per device (a 32-bit
+  // count holds 136 years of 1 Hz samples; a second's coverage needs no double).
   struct Bucket {
     double sum = 0;
-    int64_t count = 0;
-    double covered = 0;
+    uint32_t count = 0;
+    float covered = 0;
   };
+  static_assert(sizeof(Bucket) == 16);
   std::array<Bucket, kBuckets> buckets_{};
   int64_t last_epoch_ = -1;
   double sum_ = 0;
