@@ -1,19 +1,89 @@
 #include "daemon/common/ingest_stream.h"
 
+#include <algorithm>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
 
 namespace accelmon {
 
+// A few completion queues, each drained by one thread; a stream is given one in turn, so a
+// loadgen's thousands of streams spread over them and an agent's one stream costs one thread.
+// Shared by every stream alive: made with the first, shut down and joined with the last.
+class IngestStream::CompletionThreads {
+ public:
+  static std::shared_ptr<CompletionThreads> Acquire() {
+    static std::mutex mu;
+    static std::weak_ptr<CompletionThreads> shared;
+    std::lock_guard lock(mu);
+    std::shared_ptr<CompletionThreads> threads = shared.lock();
+    if (!threads) {
+      threads = std::make_shared<CompletionThreads>();
+      shared = threads;
+    }
+    return threads;
+  }
+
+  CompletionThreads() {
+    // A quarter of the cores: enough for a loadgen at saturation, one on a small host.
+    const size_t count = std::clamp<size_t>(std::thread::hardware_concurrency() / 4, 1, 8);
+    queues_.resize(count);
+  }
+
+  // Stops the threads once their queues are drained; every stream is over by then.
+  ~CompletionThreads() {
+    for (auto& queue : queues_) {
+      if (queue) queue->completion.Shutdown();
+    }
+    for (auto& queue : queues_) {
+      if (queue) queue->thread.join();
+    }
+  }
+
+  CompletionThreads(const CompletionThreads&) = delete;
+  CompletionThreads& operator=(const CompletionThreads&) = delete;
+
+  // The next queue in turn, its thread started on first use.
+  grpc::CompletionQueue* Next() {
+    std::lock_guard lock(mu_);
+    std::unique_ptr<Queue>& queue = queues_[next_++ % queues_.size()];
+    if (!queue) {
+      queue = std::make_unique<Queue>();
+      grpc::CompletionQueue* completion = &queue->completion;
+      queue->thread = std::thread([completion] { Drain(*completion); });
+    }
+    return &queue->completion;
+  }
+
+ private:
+  struct Queue {
+    grpc::CompletionQueue completion;
+    std::thread thread;
+  };
+
+  static void Drain(grpc::CompletionQueue& completion) {
+    void* tag = nullptr;
+    bool ok = false;
+    while (completion.Next(&tag, &ok)) {
+      const Tag* finished = static_cast<const Tag*>(tag);
+      finished->stream->OnCompleted(finished->operation, ok);
+    }
+  }
+
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  size_t next_ = 0;
+};
+
 IngestStream::IngestStream(grpc::GenericStub& stub, IngestStreamObserver* observer, Options options)
-    : observer_(observer), options_(options) {
-  stub.PrepareBidiStreamingCall(&context_, kMethod, grpc::StubOptions(), this);
-  // Writes are started from the owner's thread, outside the reactions: the hold keeps OnDone
-  // (after which no operation may start) back until the owner is done writing.
-  AddHold();
-  StartRead(&ack_bytes_);
-  StartCall();
+    : observer_(observer), options_(options), threads_(CompletionThreads::Acquire()) {
+  call_ = stub.PrepareCall(&context_, kMethod, threads_->Next());
+  // The start is the first write (it sends the call's headers): `writing_` holds the next back
+  // until its tag comes.
+  call_->StartCall(&write_tag_);
+  call_->Read(&ack_bytes_, &read_tag_);
 }
 
 IngestStream::~IngestStream() {
@@ -99,7 +169,7 @@ bool IngestStream::over() const {
 
 size_t IngestStream::unwritten() const {
   std::lock_guard lock(mu_);
-  return queue_.size() + (writing_ ? 1 : 0);
+  return queue_.size() + (writing_report_ ? 1 : 0);
 }
 
 size_t IngestStream::unacknowledged() const {
@@ -117,34 +187,59 @@ bool IngestStream::OverLocked() const {
 }
 
 void IngestStream::PumpLocked(std::unique_lock<std::mutex>& lock) {
-  if (writing_ || !held_) return;
-  if (!write_failed_ && !cancelled_ && !reads_done_ && !queue_.empty()) {
+  if (writing_ || finishing_) return;
+  const bool writable = !write_failed_ && !cancelled_ && !reads_done_;
+  if (writable && !queue_.empty()) {
     Pending next = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;  // this thread alone starts the write; OnWriteDone pumps again
+    writing_report_ = true;
     lock.unlock();
     writing_bytes_ = next.numbered && observer_ != nullptr ? observer_->EncodeAtWrite(next.sequence)
                                                            : std::move(next.bytes);
-    StartWrite(&writing_bytes_);
+    call_->Write(writing_bytes_, &write_tag_);
     lock.lock();
     return;
   }
-  // Nothing more to write: half-close when asked, and let the call end once it can write no more.
-  if (!(closing_ || cancelled_ || write_failed_ || reads_done_)) return;
-  held_ = false;  // this thread alone makes the last calls
-  const bool half_close = closing_ && !cancelled_ && !write_failed_ && !reads_done_;
+  // Nothing more to write: half-close when asked; the exporter ends the call after its last ack.
+  if (writable && closing_ && !half_closed_) {
+    half_closed_ = true;
+    writing_ = true;
+    lock.unlock();
+    call_->WritesDone(&write_tag_);
+    lock.lock();
+    return;
+  }
+  // gRPC takes the status only once the reads are over (a read under way would receive the
+  // headers twice) and no write is: the last operation of the call.
+  if (!reads_done_) return;
+  finishing_ = true;
   lock.unlock();
-  if (half_close) StartWritesDone();
-  RemoveHold();
+  call_->Finish(&finish_status_, &finish_tag_);
   lock.lock();
+}
+
+void IngestStream::OnCompleted(Operation operation, bool ok) {
+  switch (operation) {
+    case Operation::kWrite:
+      OnWriteDone(ok);
+      break;
+    case Operation::kRead:
+      OnReadDone(ok);
+      break;
+    case Operation::kFinish:
+      OnFinished();
+      break;
+  }
 }
 
 void IngestStream::OnWriteDone(bool ok) {
   {
     std::unique_lock lock(mu_);
     writing_ = false;
+    writing_report_ = false;
     if (!ok) {
-      write_failed_ = true;  // the stream broke; OnDone brings the status
+      write_failed_ = true;  // the stream broke; the finish brings the status
       queue_.clear();
     }
     PumpLocked(lock);
@@ -198,10 +293,12 @@ void IngestStream::OnReadDone(bool ok) {
     observer_->OnAck(ack, report);
     observer_->OnWritable();
   }
-  StartRead(&ack_bytes_);
+  call_->Read(&ack_bytes_, &read_tag_);
 }
 
-void IngestStream::OnDone(const grpc::Status& status) {
+void IngestStream::OnFinished() {
+  // Every other operation has come back: writes and reads are over before the status is asked.
+  grpc::Status status = finish_status_;
   {
     std::lock_guard lock(mu_);
     status_ = status;

@@ -3,14 +3,20 @@
 // were sent; acks are read as they come and matched to the oldest unacknowledged report (the
 // exporter answers in order); the acks' verdicts are counted. The owner sends from its own thread
 // and never blocks on the network (Send() may wait for the window only); the stream tells its
-// observer, on gRPC's threads, of every ack, of room to write, and of the call's end.
+// observer, on a completion thread, of every ack, of room to write, and of the call's end.
 // Send, Close, Cancel and the destructor belong to one owner thread (and the observer's calls).
+//
+// The call runs on gRPC's asynchronous API over completion queues this file owns, each drained by
+// one thread blocked in Next() without a deadline, rather than on the callback API: gRPC 1.51's
+// callback API polls its queue from two threads that wake every second and sleep 100 ms after
+// each wake, which cost an idle agent 0.39 millicores (bench/README.md, goal 4). The threads
+// start with the first stream and stop with the last.
 #pragma once
 
 #include <grpcpp/client_context.h>
+#include <grpcpp/completion_queue.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
-#include <grpcpp/support/client_callback.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +24,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -44,8 +51,9 @@ struct IngestSent {
   std::chrono::steady_clock::time_point sent_at{};
 };
 
-// What the stream tells its owner. Every call comes on one of gRPC's threads, never under the
-// stream's lock, so it may call the stream back (Send(), Close(), ...).
+// What the stream tells its owner. Every call comes on the stream's completion thread, one at a
+// time, never under the stream's lock, so it may call the stream back (TrySend(), Close(), ...);
+// it must not block, as other streams may share the thread.
 class IngestStreamObserver {
  public:
   virtual ~IngestStreamObserver() = default;
@@ -60,7 +68,7 @@ class IngestStreamObserver {
   virtual grpc::ByteBuffer EncodeAtWrite(uint64_t /*sequence*/) { return {}; }
 };
 
-class IngestStream final : private grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+class IngestStream final {
  public:
   static constexpr char kMethod[] = "/accelmon.v1.Ingest/Stream";
 
@@ -117,19 +125,38 @@ class IngestStream final : private grpc::ClientBidiReactor<grpc::ByteBuffer, grp
     grpc::ByteBuffer bytes;
   };
 
+  // The completion queues and their threads, shared by every stream alive (ingest_stream.cc).
+  class CompletionThreads;
+  // What a finished operation was: its tag on the completion queue.
+  enum class Operation { kWrite, kRead, kFinish };
+  struct Tag {
+    IngestStream* stream;
+    Operation operation;
+  };
+
   SendResult TakeLocked(std::unique_lock<std::mutex>& lock, Pending pending);
   bool OverLocked() const;
-  // Starts the next write, or the half-close, or lets the call end, whichever is due. The gRPC
-  // calls are made outside the lock; `writing_` or `held_` says which thread may make them.
+  // Starts the next write, or the half-close, or asks for the call's status, whichever is due.
+  // The gRPC calls are made outside the lock; `writing_` or `finishing_` says which thread may
+  // make them.
   void PumpLocked(std::unique_lock<std::mutex>& lock);
 
-  void OnWriteDone(bool ok) override;
-  void OnReadDone(bool ok) override;
-  void OnDone(const grpc::Status& status) override;
+  // On the completion thread: one operation of this stream finished.
+  void OnCompleted(Operation operation, bool ok);
+  void OnWriteDone(bool ok);
+  void OnReadDone(bool ok);
+  void OnFinished();
 
   IngestStreamObserver* const observer_;
   const Options options_;
+  // First, so it goes last: the thread that drains the call's queue outlives the call.
+  std::shared_ptr<CompletionThreads> threads_;
   grpc::ClientContext context_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  Tag write_tag_{this, Operation::kWrite};  // the start, every write and the half-close
+  Tag read_tag_{this, Operation::kRead};
+  Tag finish_tag_{this, Operation::kFinish};
+  grpc::Status finish_status_;  // gRPC's to fill until the finish tag comes
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -137,9 +164,12 @@ class IngestStream final : private grpc::ClientBidiReactor<grpc::ByteBuffer, grp
   std::deque<IngestSent> in_flight_;  // taken, not yet acknowledged
   grpc::ByteBuffer writing_bytes_;    // being written
   grpc::ByteBuffer ack_bytes_;        // being read
-  bool writing_ = false;              // a write is under way (or about to start)
-  // The owner's hold on the call (it writes from outside the reactions); OnDone waits for it.
-  bool held_ = true;
+  // A write (the call's start first, then a report or the half-close) is under way or about to
+  // start: gRPC allows one at a time.
+  bool writing_ = true;
+  bool writing_report_ = false;  // the write under way is a report's
+  bool half_closed_ = false;
+  bool finishing_ = false;  // the status is asked for: no more operations start
   bool closing_ = false;
   bool cancelled_ = false;
   bool write_failed_ = false;
