@@ -18,14 +18,6 @@
 
 namespace accelmon {
 
-// The `kind` label of a holder ("pod", "slurm", "process"; "" when unspecified) and of a link
-// ("nvlink", "pcie", ...; "unknown" when unspecified): also the status page's names.
-std::string_view HolderKindLabel(v1::HolderKind kind);
-std::string_view LinkKindLabel(v1::LinkKind kind);
-// The `location` label of ECC counts by memory location ("dram", "sram", ...; "unknown" when
-// unspecified).
-std::string_view MemoryLocationLabel(v1::MemoryLocation location);
-
 // Node and device series for `nodes`, as seen at `now` (for accelmon_node_up).
 void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, MetricSink& sink);
 

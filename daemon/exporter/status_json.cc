@@ -9,8 +9,8 @@
 #include <set>
 
 #include "daemon/common/version.h"
-#include "daemon/exporter/metrics_renderer.h"
 #include "diagnostics/timeline.h"
+#include "proto/enum_labels.h"
 #include "proto/time_format.h"
 
 namespace accelmon {

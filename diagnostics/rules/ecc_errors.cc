@@ -1,6 +1,5 @@
 // ecc_errors: new uncorrectable ECC errors or a failed row remap (critical), or corrected errors
 // at a rate that foretells failing memory (warning).
-#include <cctype>
 #include <cstdio>
 #include <deque>
 #include <map>
@@ -11,6 +10,7 @@
 #include "diagnostics/error_catalog.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
+#include "proto/enum_labels.h"
 
 namespace accelmon::diagnostics {
 namespace {
@@ -119,22 +119,14 @@ class EccErrorsRule final : public Rule {
     return states_.try_emplace(DeviceKey(d)).first->second;
   }
 
-  // "sram" for MEMORY_LOCATION_SRAM: the metrics' `location` label.
-  static std::string LocationName(v1::MemoryLocation location) {
-    constexpr std::string_view kPrefix = "MEMORY_LOCATION_";
-    std::string name = v1::MemoryLocation_Name(location);
-    if (name.starts_with(kPrefix)) name.erase(0, kPrefix.size());
-    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return name.empty() ? "unknown" : name;
-  }
-
   // " (in sram, dram)": the locations holding uncorrected errors since the driver loaded, or ""
   // where the device does not split its counts.
   static std::string UncorrectedLocations(const v1::DeviceErrors& e) {
     std::string out;
     for (const v1::EccLocationCounts& l : e.ecc_by_location()) {
       if (l.uncorrected_total() == 0) continue;
-      out += (out.empty() ? " (in " : ", ") + LocationName(l.location());
+      out += out.empty() ? " (in " : ", ";
+      out += MemoryLocationLabel(l.location());
     }
     return out.empty() ? out : out + ")";
   }
@@ -176,8 +168,9 @@ class EccErrorsRule final : public Rule {
     // on-chip SRAM it cannot.
     for (const v1::EccLocationCounts& l : e.ecc_by_location()) {
       if (l.uncorrected_total() == 0) continue;
-      r.evidence.push_back(NumberEvidence("ecc_uncorrected_total_" + LocationName(l.location()),
-                                          static_cast<double>(l.uncorrected_total()), "count"));
+      r.evidence.push_back(
+          NumberEvidence("ecc_uncorrected_total_" + std::string(MemoryLocationLabel(l.location())),
+                         static_cast<double>(l.uncorrected_total()), "count"));
     }
     if (per_hour) {
       r.evidence.push_back(NumberEvidence("ecc_corrected_per_hour", *per_hour, "count_per_hour"));
