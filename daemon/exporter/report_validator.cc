@@ -92,11 +92,12 @@ void CheckActivity(Checker& c, const v1::DeviceActivity& a) {
 // Each location once and a known one: two entries for a location would be two samples of one
 // series, and Prometheus refuses the whole scrape for that.
 void CheckEccLocations(Checker& c, const v1::DeviceErrors& e) {
+  static_assert(v1::MemoryLocation_MAX < 32, "`seen` holds one bit per location");
   uint32_t seen = 0;
   for (const v1::EccLocationCounts& l : e.ecc_by_location()) {
     const int location = l.location();
     if (location == v1::MEMORY_LOCATION_UNSPECIFIED || !v1::MemoryLocation_IsValid(location) ||
-        location >= 32 || (seen & (1u << location)) != 0) {
+        (seen & (1u << location)) != 0) {
       c.Fail("invalid_memory_location");
       return;
     }
