@@ -277,6 +277,8 @@ class NvmlCollector final : public Collector {
   struct Known {
     v1::DeviceIdentity identity;  // from the last tick the device answered
     bool lost = false;
+    // A bit per NVML memory location that answered NOT_SUPPORTED (FillEccByLocation).
+    uint8_t ecc_locations_unsupported = 0;
   };
 
   void RegisterXidEvents() {
@@ -335,7 +337,7 @@ class NvmlCollector final : public Collector {
     Known& known = known_[i];
     if (c.lost()) {
       gpm_.Forget(i);
-      ecc_locations_unsupported_.erase(i);  // a replaced board may count elsewhere
+      known.ecc_locations_unsupported = 0;  // a replaced board may count elsewhere
     }
     if (!c.lost()) {
       d.set_up(true);
@@ -624,7 +626,7 @@ class NvmlCollector final : public Collector {
          &v1::EccLocationCounts::set_uncorrected_lifetime_total},
     };
     if (api_.ecc_location_errors == nullptr) return;
-    uint8_t& unsupported = ecc_locations_unsupported_[i];
+    uint8_t& unsupported = known_[i].ecc_locations_unsupported;
     for (std::size_t l = 0; l < std::size(kLocations); ++l) {
       const uint8_t bit = static_cast<uint8_t>(1u << l);
       if ((unsupported & bit) != 0) continue;
@@ -842,8 +844,6 @@ class NvmlCollector final : public Collector {
   nvmlEventSet_t events_ = nullptr;
   std::unordered_map<nvmlDevice_t, unsigned> xid_devices_;  // registered handle -> index
   std::unordered_map<unsigned, Known> known_;               // by NVML index
-  // Per NVML index, a bit per NVML memory location that answered NOT_SUPPORTED.
-  std::unordered_map<unsigned, uint8_t> ecc_locations_unsupported_;
   GpmSampler gpm_{api_.gpm};
   std::set<unsigned> mig_seen_;   // MIG device indexes reported this tick
   std::set<unsigned> mig_known_;  // ... and in earlier ticks, whose GPM samples may be held
