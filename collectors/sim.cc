@@ -527,13 +527,14 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   errors.set_ecc_corrected_total(d.ecc_corrected + burst_corrected);
   errors.set_ecc_uncorrected_total(burst_uncorrected);
   // Split as a GPU from Turing on splits them: all of it in device memory (HBM), none on chip.
-  for (const auto location : {v1::MEMORY_LOCATION_DRAM, v1::MEMORY_LOCATION_SRAM}) {
-    v1::EccLocationCounts& l = *errors.add_ecc_by_location();
-    l.set_location(location);
-    const bool dram = location == v1::MEMORY_LOCATION_DRAM;
-    l.set_corrected_total(dram ? errors.ecc_corrected_total() : 0);
-    l.set_uncorrected_total(dram ? errors.ecc_uncorrected_total() : 0);
-  }
+  v1::EccLocationCounts& dram = *errors.add_ecc_by_location();
+  dram.set_location(v1::MEMORY_LOCATION_DRAM);
+  dram.set_corrected_total(errors.ecc_corrected_total());
+  dram.set_uncorrected_total(errors.ecc_uncorrected_total());
+  v1::EccLocationCounts& sram = *errors.add_ecc_by_location();
+  sram.set_location(v1::MEMORY_LOCATION_SRAM);
+  sram.set_corrected_total(0);
+  sram.set_uncorrected_total(0);
 
   for (SimLink& link : d.links) {
     bool up = true;
