@@ -9,7 +9,6 @@
 // job its allocator pushed).
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -43,6 +42,7 @@ class JobStallRule final : public Rule {
       // Link rates must be followed every report, whatever the device's state.
       bool links_busy = false;
       size_t links_judged = 0;
+      d.links.Reserve(static_cast<size_t>(device.links_size()));
       for (int j = 0; j < device.links_size(); ++j) {
         const v1::Link& link = device.links(j);
         const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);
@@ -271,6 +271,7 @@ class JobStallAcrossNodesRule final : public JobRule {
   void UpdateDevice(DeviceState& d, const v1::DeviceTelemetry& device, int64_t now) {
     bool links_busy = false;
     d.links_judged = 0;
+    d.links.Reserve(static_cast<size_t>(device.links_size()));
     for (int j = 0; j < device.links_size(); ++j) {
       const v1::Link& link = device.links(j);
       const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);

@@ -123,6 +123,7 @@ class JobStragglerRule final : public JobRule {
     r.compute.reset();
     if (device.utilization().has_compute_ratio()) r.compute = device.utilization().compute_ratio();
     r.link_rate.reset();
+    r.links.Reserve(static_cast<size_t>(device.links_size()));
     for (int j = 0; j < device.links_size(); ++j) {
       const v1::Link& link = device.links(j);
       if (const auto rate = r.links.Get(j, link.name()).Update(link, now)) {

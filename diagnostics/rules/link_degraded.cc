@@ -3,7 +3,6 @@
 // than its busy siblings of the same kind for a while (a link the traffic routes around).
 #include <algorithm>
 #include <array>
-#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -74,6 +73,8 @@ class LinkDegradedRule final : public Rule {
                     RuleContext& context) {
     const int64_t now = context.now_ns();
     entries_.clear();
+    states.Reserve(static_cast<size_t>(links.size()));
+    const size_t known = states.size();
     for (int j = 0; j < links.size(); ++j) {
       const v1::Link& link = links.Get(j);
       LinkState& s = states.Get(j, link.name());
@@ -90,6 +91,11 @@ class LinkDegradedRule final : public Rule {
                      : *e.rate > 0;
       }
       entries_.push_back(e);
+    }
+    if (states.size() != known) {  // a link was new: adding its slot may have moved the others
+      for (int j = 0; j < links.size(); ++j) {
+        entries_[static_cast<size_t>(j)].state = &states.Get(j, links.Get(j).name());
+      }
     }
     kinds_.fill(KindStats{});
     for (const Entry& e : entries_) {

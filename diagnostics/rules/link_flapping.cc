@@ -22,11 +22,13 @@ class LinkFlappingRule final : public Rule {
     for (int i = 0; i < report.devices_size(); ++i) {
       const v1::DeviceTelemetry& device = report.devices(i);
       Slots<LinkState>& links = devices_.Get(i, DeviceKeyView(device, device_key_));
+      links.Reserve(static_cast<size_t>(device.links_size()));
       for (int j = 0; j < device.links_size(); ++j) {
         const v1::Link& link = device.links(j);
         ObserveLink(links.Get(j, link.name()), &device, link, context);
       }
     }
+    host_.Reserve(static_cast<size_t>(report.host().links_size()));
     for (int j = 0; j < report.host().links_size(); ++j) {
       const v1::Link& link = report.host().links(j);
       ObserveLink(host_.Get(j, link.name()), nullptr, link, context);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -158,6 +157,7 @@ class ThroughputDropRule final : public Rule {
     bool links_known = false;
     bool links_unknown = false;
     double link_rate = 0;
+    d.counters.Reserve(static_cast<size_t>(device.links_size()));
     for (int j = 0; j < device.links_size(); ++j) {
       const v1::Link& link = device.links(j);
       const std::optional<double> rate = d.counters.Get(j, link.name()).Update(link, now);
