@@ -274,11 +274,15 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     MaybeFinishLocked();
   }
 
-  // Writes the oldest ack once it may be sent: one write at a time, in order.
+  // Writes the oldest ack once it may be sent: one write at a time, in order. When the next is
+  // ready too, this one may wait in gRPC's buffer for it (buffer_hint): the acks of a busy
+  // stream leave in one send instead of one each; the last of them goes out at once.
   void MaybeStartWriteLocked() {
     if (writing_ || finished_ || write_failed_ || acks_.empty() || !acks_.front().ready) return;
     writing_ = true;
-    StartWrite(&acks_.front().buffer);
+    grpc::WriteOptions options;
+    if (acks_.size() > 1 && acks_[1].ready) options.set_buffer_hint();
+    StartWrite(&acks_.front().buffer, options);
   }
 
   // Ends the stream once the client is done and has every ack (even those still waiting for
