@@ -605,6 +605,22 @@ TEST_F(DeviceRulesTest, EccSlowCorrectedResetsAndAbsentCountersDoNotFire) {
   EXPECT_TRUE(Opened("ecc_errors").empty());
 }
 
+TEST_F(DeviceRulesTest, EccCorrectedRateSpansTheTrailingHourWhileTheTotalHoldsStill) {
+  // A report a second: none for 10 minutes, a burst of 500 at 600 s, then none for over an hour.
+  // The rate is measured from the last report at or before an hour ago, however long the total
+  // has held still (the rule keeps runs of equal totals, not every report).
+  const auto corrected = [](int64_t t) -> uint64_t { return t < 600 ? 0 : 500; };
+  for (int64_t t = 0; t < 4200; ++t) Feed(DrEcc(t, corrected(t), 0));
+  ASSERT_EQ(Opened("ecc_errors").size(), 1u);
+  EXPECT_EQ(Opened("ecc_errors")[0].start().seconds(), kDrT0 + 600);
+  // Up to 4199 s the hour reaches back before the burst (500 in it, over the 100/h threshold);
+  // from 4200 s it starts at the burst, with none since. The last fast report is 4199 s, held
+  // for hold_seconds (600): closed at 4799 s, not a second sooner or later.
+  for (int64_t t = 4200; t <= 5000; ++t) Feed(DrEcc(t, corrected(t), 0));
+  ASSERT_EQ(Closed("ecc_errors").size(), 1u);
+  EXPECT_EQ(Closed("ecc_errors")[0].end().seconds(), kDrT0 + 4199 + 600);
+}
+
 TEST_F(DeviceRulesTest, EccRemapFailureIsCriticalWhileReported) {
   Feed(DrEcc(0, 0, 0, true));
   ASSERT_EQ(Opened("ecc_errors").size(), 1u);
