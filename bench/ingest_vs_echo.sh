@@ -15,7 +15,10 @@
 #    second) and RSS.
 # The loadgen shares the machine with the server it measures; the ratio to the echo server is
 # taken under the same sharing. Environment overrides: SAT_SECONDS, SAT_NODES, SAT_IN_FLIGHT,
-# FLEET_SECONDS, FLEET_SIZES, AGENT_SECONDS.
+# FLEET_SECONDS, FLEET_SIZES, UPTIME_SECONDS, AGENT_SECONDS.
+# 2b. After an hour of reports: 100 nodes at 10 Hz for UPTIME_SECONDS (default 360: 3600 reports a
+#    node, an hour's worth at 1 Hz), memory per series as in 2. Rules that keep a trailing window
+#    of samples fill it here, not in 2's 20 s. Skipped with the fleets, or with UPTIME_SECONDS=0.
 set -euo pipefail
 source "$(dirname "$0")/node_exporter.sh"
 source "$(dirname "$0")/results.sh"
@@ -25,6 +28,7 @@ sat_nodes=${SAT_NODES:-32}
 sat_in_flight=${SAT_IN_FLIGHT:-64}
 fleet_seconds=${FLEET_SECONDS:-20}
 fleet_sizes=${FLEET_SIZES-100 1000 4000}
+uptime_seconds=${UPTIME_SECONDS:-360}
 agent_seconds=${AGENT_SECONDS:-30}
 accelmon=$build/accelmon
 root=$(cd "$(dirname "$0")/../tests/fixtures/host" && pwd)
@@ -161,6 +165,25 @@ if [ -n "${fleet_sizes// /}" ]; then # FLEET_SIZES="" skips the fleets (bench/go
   echo "The exporter acknowledges a report after applying it, and a scrape reads the applied state:"
   echo "ack latency bounds the time from a report's send to its values being visible in /metrics."
   echo
+  if [ "$uptime_seconds" -gt 0 ]; then
+    start_exporter uptime
+    sleep 0.5
+    idle_kib=$(rss_kib "$exporter_pid")
+    "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes 100 --devices 8 \
+      --interval 100ms --duration "${uptime_seconds}s" >"$work/uptime.out" 2>"$work/uptime.err" ||
+      { cat "$work/uptime.out" "$work/uptime.err" >&2; exit 1; }
+    kib=$(rss_kib "$exporter_pid")
+    curl -fs -o "$work/scrape.txt" "127.0.0.1:$web_port/metrics"
+    series=$(grep -vc '^#' "$work/scrape.txt")
+    reports=$(awk '/^reports:/ {print $2}' "$work/uptime.out")
+    echo "### Uptime: 100 nodes x 8 devices at 10 Hz for ${uptime_seconds} s ($((reports / 100)) reports a node; 3600 are an hour at 1 Hz)"
+    echo
+    echo "| nodes | reports a node | exporter RSS (MiB) | series | bytes per series |"
+    echo "| --- | --- | --- | --- | --- |"
+    echo "| 100 | $((reports / 100)) | $(calc %.1f "$kib / 1024") | $series | $(calc %.0f "($kib - $idle_kib) * 1024 / $series") |"
+    echo
+    stop "$exporter_pid"
+  fi
 fi
 
 # --- 3. the agent at 1 Hz, node_exporter scraped at 1 Hz beside it ---------------------------------
