@@ -55,10 +55,6 @@ constexpr std::string_view kHwmonFiles[] = {
     "freq2_label",
 };
 
-bool AllDigits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 std::optional<std::string_view> Find(const AmdgpuAttributes& attributes, std::string_view key) {
   const auto it = attributes.find(key);
   if (it == attributes.end()) return std::nullopt;

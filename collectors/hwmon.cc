@@ -13,10 +13,6 @@
 namespace accelmon::collectors {
 namespace {
 
-bool AllDigits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // "temp10_input" -> {type "temp", index 10, item "input"}.
 struct AttributeName {
   std::string_view type;
@@ -41,7 +37,8 @@ std::optional<AttributeName> SplitAttributeName(std::string_view file) {
   return std::nullopt;
 }
 
-std::optional<std::string_view> Find(const HwmonAttributes& attributes, const std::string& key) {
+std::optional<std::string_view> FindAttribute(const HwmonAttributes& attributes,
+                                              const std::string& key) {
   const auto it = attributes.find(key);
   if (it == attributes.end()) return std::nullopt;
   return std::string_view(it->second);
@@ -49,7 +46,7 @@ std::optional<std::string_view> Find(const HwmonAttributes& attributes, const st
 
 std::string SensorName(std::string_view chip_name, const HwmonAttributes& attributes,
                        const std::string& prefix) {
-  const auto label = Find(attributes, prefix + "_label");
+  const auto label = FindAttribute(attributes, prefix + "_label");
   const std::string_view trimmed = label ? Trim(*label) : std::string_view();
   return std::string(chip_name) + " " + (trimmed.empty() ? prefix : std::string(trimmed));
 }
@@ -74,7 +71,7 @@ bool IsHwmonAttributeOfInterest(std::string_view file) {
 
 size_t ParseHwmonChip(std::string_view chip, const HwmonAttributes& attributes,
                       v1::HostTelemetry& host) {
-  const auto name_text = Find(attributes, "name");
+  const auto name_text = FindAttribute(attributes, "name");
   std::string_view chip_name = name_text ? Trim(*name_text) : std::string_view();
   if (chip_name.empty()) chip_name = chip;
 
@@ -98,7 +95,7 @@ size_t ParseHwmonChip(std::string_view chip, const HwmonAttributes& attributes,
   size_t malformed = 0;
   for (const uint64_t index : temps) {
     const std::string prefix = "temp" + std::to_string(index);
-    const auto input = Find(attributes, prefix + "_input");
+    const auto input = FindAttribute(attributes, prefix + "_input");
     const auto millidegrees = input ? ParseInt64(*input) : std::nullopt;
     if (!millidegrees) {
       ++malformed;
@@ -114,7 +111,7 @@ size_t ParseHwmonChip(std::string_view chip, const HwmonAttributes& attributes,
     // The instantaneous reading where the driver has one, else its running average.
     std::optional<uint64_t> microwatts;
     for (const char* item : {"_input", "_average"}) {
-      const auto text = Find(attributes, prefix + item);
+      const auto text = FindAttribute(attributes, prefix + item);
       if (!text) continue;
       microwatts = ParseUint64(*text);
       if (microwatts) break;

@@ -25,11 +25,11 @@ constexpr double kBytesPerGigabit = 1e9 / 8;
 constexpr uint64_t kBytesPerDataWord = 4;
 
 // A plain function pointer: GCC 12's UBSan miscompiles calls through member pointers.
-using Setter = void (*)(v1::Link&, uint64_t);
+using LinkCounterSetter = void (*)(v1::Link&, uint64_t);
 
 struct Counter {
   std::string_view file;
-  Setter set;
+  LinkCounterSetter set;
 };
 
 // The unsigned product wraps after 2^64 bytes (2^62 words) like any hardware counter would; a

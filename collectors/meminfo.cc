@@ -7,20 +7,21 @@
 #include <limits>
 
 #include "collectors/file_reader.h"
+#include "collectors/text_parsing.h"
 
 namespace accelmon::collectors {
 namespace {
 
 // A plain function pointer: GCC 12's UBSan miscompiles calls through member pointers.
-using Setter = void (*)(v1::HostMemory&, uint64_t);
+using MemorySetter = void (*)(v1::HostMemory&, uint64_t);
 
-struct Field {
+struct MeminfoField {
   std::string_view key;
-  Setter set;
+  MemorySetter set;
 };
 
 // The meminfo keys we report; the kernel adds keys over time, unknown ones are ignored.
-constexpr Field kFields[] = {
+constexpr MeminfoField kFields[] = {
     {"MemTotal", [](v1::HostMemory& m, uint64_t v) { m.set_total_bytes(v); }},
     {"MemFree", [](v1::HostMemory& m, uint64_t v) { m.set_free_bytes(v); }},
     {"MemAvailable", [](v1::HostMemory& m, uint64_t v) { m.set_available_bytes(v); }},
@@ -37,13 +38,6 @@ constexpr Field kFields[] = {
     {"Dirty", [](v1::HostMemory& m, uint64_t v) { m.set_dirty_bytes(v); }},
     {"Writeback", [](v1::HostMemory& m, uint64_t v) { m.set_writeback_bytes(v); }},
 };
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
 
 // Parses "  16318468 kB" or "  0" into a byte (or plain) count.
 bool ParseValue(std::string_view text, uint64_t& out) {
@@ -78,7 +72,7 @@ size_t ParseMeminfo(std::string_view text, v1::HostMemory& memory) {
       continue;
     }
     const std::string_view key = line.substr(0, colon);
-    for (const Field& field : kFields) {
+    for (const MeminfoField& field : kFields) {
       if (field.key == key) {
         field.set(memory, value);
         break;

@@ -582,8 +582,8 @@ class NvmlCollector final : public Collector {
   // Time held below the application clocks, by limiter (NVML: nanoseconds since the driver
   // loaded).
   void FillViolations(DeviceCalls& c, nvmlDevice_t h, v1::DeviceClocks& clocks) {
-    using Setter = void (v1::DeviceClocks::*)(double);
-    static constexpr std::pair<nvmlPerfPolicyType_t, Setter> kPolicies[] = {
+    using ClockSetter = void (v1::DeviceClocks::*)(double);
+    static constexpr std::pair<nvmlPerfPolicyType_t, ClockSetter> kPolicies[] = {
         {NVML_PERF_POLICY_POWER, &v1::DeviceClocks::set_power_violation_seconds_total},
         {NVML_PERF_POLICY_THERMAL, &v1::DeviceClocks::set_thermal_violation_seconds_total},
         {NVML_PERF_POLICY_SYNC_BOOST, &v1::DeviceClocks::set_sync_boost_violation_seconds_total},

@@ -28,10 +28,6 @@ std::string Lower(std::string_view s) {
   return out;
 }
 
-bool AllDigits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // "1234 KiB" -> bytes; the unit is optional (drm-usage-stats: none, KiB, MiB, GiB).
 std::optional<uint64_t> ParseDrmBytes(std::string_view value) {
   const auto fields = SplitFields(value);

@@ -1,11 +1,16 @@
 #include "collectors/text_parsing.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
 #include "collectors/file_reader.h"
 
 namespace accelmon::collectors {
+
+bool AllDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
 namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }

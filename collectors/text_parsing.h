@@ -28,6 +28,9 @@ void ForEachLine(std::string_view text, Fn&& fn) {
   }
 }
 
+// Whether `s` is non-empty and only the digits 0-9 (a pid, an index in a file name).
+bool AllDigits(std::string_view s);
+
 // The whole of `text` (after Trim) as a number, or nullopt: no sign for unsigned, no junk.
 std::optional<uint64_t> ParseUint64(std::string_view text);
 std::optional<int64_t> ParseInt64(std::string_view text);

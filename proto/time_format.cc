@@ -28,6 +28,12 @@ std::pair<int64_t, int64_t> FloorDivMod(int64_t value, int64_t divisor) {
 
 }  // namespace
 
+int64_t WallClockNowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 int64_t ToNanos(const google::protobuf::Timestamp& t) {
   return t.seconds() * kNanosPerSecond + t.nanos();
 }

@@ -19,6 +19,9 @@
 namespace accelmon {
 
 // Timestamp -> time since the epoch. A valid Timestamp's nanos is in [0, 1e9), so these floor.
+// The wall clock now, in nanoseconds since the epoch.
+int64_t WallClockNowNanos();
+
 int64_t ToNanos(const google::protobuf::Timestamp& t);
 int64_t ToMillis(const google::protobuf::Timestamp& t);
 double ToSeconds(const google::protobuf::Timestamp& t);

@@ -12,6 +12,7 @@
 #include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/tools/progress.h"
+#include "daemon/tools/recording_input.h"
 #include "diagnostics/config.h"
 #include "diagnostics/engine.h"
 #include "diagnostics/score.h"
@@ -24,22 +25,6 @@ namespace {
 
 using recording::RecordingError;
 using recording::RecordingReader;
-
-std::unique_ptr<RecordingReader> OpenInput(const std::string& input) {
-  try {
-    return std::make_unique<RecordingReader>(input);
-  } catch (const RecordingError& e) {
-    std::fprintf(stderr, "accelmon: %s\n", e.what());
-    return nullptr;
-  }
-}
-
-// As `record verify` lists them: "FILE offset N: B bytes lost: why", or "FILE:LINE: why".
-std::string DescribeDamage(const recording::DamageReport& d) {
-  if (d.line > 0) return d.file + ":" + std::to_string(d.line) + ": " + d.reason;
-  return d.file + " offset " + std::to_string(d.offset) + ": " + std::to_string(d.bytes) +
-         " bytes lost: " + d.reason;
-}
 
 // The rules --rules names, in the documented order; unknown ids are an error listing the known.
 std::optional<std::vector<diagnostics::RuleDefinition>> SelectRules(
@@ -72,7 +57,7 @@ std::optional<std::vector<diagnostics::RuleDefinition>> SelectRules(
 std::vector<std::vector<diagnostics::SeriesPoint>> CollectSeries(
     const std::string& input, const std::vector<v1::Finding>& findings) {
   diagnostics::SeriesCollector collector(findings);
-  auto reader = OpenInput(input);
+  auto reader = OpenRecordingInput(input);
   if (reader) {
     Progress progress("plots", reader->bytes_total());
     while (const v1::NodeReport* report = reader->Next()) {
@@ -135,7 +120,7 @@ int Diagnose(const DiagnoseOptions& o) {
     }
   }
 
-  auto reader = OpenInput(o.input);
+  auto reader = OpenRecordingInput(o.input);
   if (!reader) return kExitUsage;
 
   // Opened before the (possibly long) run, so a bad path fails at once.

@@ -24,6 +24,7 @@
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
+#include "daemon/common/grpc_status.h"
 #include "daemon/common/ingest_stream.h"
 #include "daemon/common/version.h"
 #include "proto/time_format.h"
@@ -39,12 +40,6 @@ using google::protobuf::io::CodedOutputStream;
 constexpr int kVariantsPerNode = 3;
 // The sequence and timestamp fields take at most this many bytes.
 constexpr size_t kMaxTailBytes = 48;
-
-int64_t WallNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 double CpuSeconds() {
   rusage usage{};
@@ -263,7 +258,8 @@ class LoadStream final : public IngestStreamObserver {
   grpc::ByteBuffer EncodeAtWrite(uint64_t sequence) override {
     const std::string& body = bodies_[sequence % bodies_.size()];
     std::array<uint8_t, kMaxTailBytes> tail{};
-    const size_t tail_bytes = EncodeSequenceAndTimestamp(sequence, WallNowNs(), tail.data());
+    const size_t tail_bytes =
+        EncodeSequenceAndTimestamp(sequence, WallClockNowNanos(), tail.data());
     // The body outlives the stream: no copy of it.
     const std::array<grpc::Slice, 2> slices{
         grpc::Slice(body.data(), body.size(), grpc::Slice::STATIC_SLICE),
@@ -282,12 +278,6 @@ class LoadStream final : public IngestStreamObserver {
   std::atomic<uint64_t> acked_in_window_{0};
   std::optional<IngestStream> stream_;  // last: ended before the rest goes
 };
-
-std::string StatusText(const grpc::Status& status) {
-  std::string text = "gRPC status " + std::to_string(static_cast<int>(status.error_code()));
-  if (!status.error_message().empty()) text += ": " + status.error_message();
-  return text;
-}
 
 std::string NodeName(const std::string& prefix, int index) {
   char digits[16];
@@ -329,7 +319,7 @@ LoadgenResult RunLoadgen(const LoadgenOptions& options) {
 
   std::vector<std::vector<std::string>> bodies;
   bodies.reserve(static_cast<size_t>(options.nodes));
-  const int64_t start_ns = WallNowNs();
+  const int64_t start_ns = WallClockNowNanos();
   for (int i = 0; i < options.nodes; ++i) {
     bodies.push_back(BuildReportBodies(NodeName(options.node_prefix, i), options, start_ns));
   }
@@ -406,7 +396,7 @@ LoadgenResult RunLoadgen(const LoadgenOptions& options) {
     result.acked_in_window += s->acked_in_window();
     for (const auto& [reason, n] : c.rejected_reasons) result.rejected_reasons[reason] += n;
     unacknowledged += s->unacknowledged();
-    if (const grpc::Status status = s->status(); !status.ok()) ++failures[StatusText(status)];
+    if (const grpc::Status status = s->status(); !status.ok()) ++failures[DescribeStatus(status)];
   }
   for (const auto& [text, n] : failures) {
     result.errors.push_back(std::to_string(n) + " stream(s) ended with " + text);

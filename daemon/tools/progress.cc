@@ -12,7 +12,7 @@
 namespace accelmon {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 constexpr auto kRedrawEvery = std::chrono::milliseconds(100);
 
@@ -70,7 +70,7 @@ Progress::Progress(std::string label, uint64_t total_bytes, int fd, bool force)
       total_bytes_(total_bytes),
       fd_(fd),
       enabled_(force || ::isatty(fd) == 1),
-      start_(Clock::now()),
+      start_(SteadyClock::now()),
       last_draw_(start_) {}
 
 Progress::~Progress() { Clear(); }
@@ -79,12 +79,12 @@ void Progress::Update(uint64_t bytes_done, uint64_t reports) {
   bytes_ = bytes_done;
   reports_ = reports;
   if (!enabled_) return;
-  const auto now = Clock::now();
+  const auto now = SteadyClock::now();
   if (now - last_draw_ < kRedrawEvery) return;
   Draw(now);
 }
 
-void Progress::Draw(Clock::time_point now) {
+void Progress::Draw(SteadyClock::time_point now) {
   last_draw_ = now;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(reports_) / elapsed : 0;

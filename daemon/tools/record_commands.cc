@@ -19,6 +19,7 @@
 #include "daemon/common/flags.h"
 #include "daemon/common/tls_flags.h"
 #include "daemon/tools/progress.h"
+#include "daemon/tools/recording_input.h"
 #include "daemon/tools/replay.h"
 #include "proto/time_format.h"
 #include "recording/jsonl.h"
@@ -32,24 +33,6 @@ using recording::DamageReport;
 using recording::ReadSummary;
 using recording::RecordingError;
 using recording::RecordingReader;
-
-// Opens `input`, or says why not (the caller exits 2).
-std::unique_ptr<RecordingReader> OpenInput(const std::string& input,
-                                           recording::ReaderOptions options = {}) {
-  try {
-    return std::make_unique<RecordingReader>(input, options);
-  } catch (const RecordingError& e) {
-    std::fprintf(stderr, "accelmon: %s\n", e.what());
-    return nullptr;
-  }
-}
-
-// "seg.seg offset 40960: 32768 bytes lost: checksum mismatch", or "FILE:LINE: reason".
-std::string DescribeDamage(const DamageReport& d) {
-  if (d.line > 0) return d.file + ":" + std::to_string(d.line) + ": " + d.reason;
-  return d.file + " offset " + std::to_string(d.offset) + ": " + std::to_string(d.bytes) +
-         " bytes lost: " + d.reason;
-}
 
 std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -126,7 +109,7 @@ std::optional<double> ParseSpeed(const std::string& text) {
 }  // namespace
 
 int RecordInspect(const std::string& input) {
-  auto reader = OpenInput(input);
+  auto reader = OpenRecordingInput(input);
   if (!reader) return kExitUsage;
   Progress progress("inspect", reader->bytes_total());
   // Devices by node: uuid, or index when a device has none.
@@ -218,7 +201,7 @@ int RecordInspect(const std::string& input) {
 }
 
 int RecordVerify(const std::string& input) {
-  auto reader = OpenInput(input);
+  auto reader = OpenRecordingInput(input);
   if (!reader) return kExitUsage;
   Progress progress("verify", reader->bytes_total());
   while (reader->Next() != nullptr)
@@ -248,7 +231,7 @@ int RecordVerify(const std::string& input) {
 }
 
 int RecordExportJsonl(const std::string& input, const std::string& output) {
-  auto reader = OpenInput(input);
+  auto reader = OpenRecordingInput(input);
   if (!reader) return kExitUsage;
   const bool to_stdout = output == "-";
   std::FILE* out = to_stdout ? stdout : std::fopen(output.c_str(), "wb");
@@ -307,7 +290,7 @@ int RecordImportJsonl(const std::string& jsonl, const std::string& dir, uint64_t
       return kExitUsage;
     }
   }
-  auto reader = OpenInput(jsonl, {.json_lines = true});
+  auto reader = OpenRecordingInput(jsonl, {.json_lines = true});
   if (!reader) return kExitUsage;
   if (reader->format() != recording::InputFormat::kJsonLines) {
     std::fprintf(stderr, "accelmon: %s: a directory; --jsonl takes a JSON Lines file or -\n",
@@ -387,7 +370,7 @@ int Replay(RecordingCommands& c) {
       return kExitUsage;
     }
   }
-  auto reader = OpenInput(c.input);
+  auto reader = OpenRecordingInput(c.input);
   if (!reader) return kExitUsage;
   Progress progress("replay", reader->bytes_total());
 

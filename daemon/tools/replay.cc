@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/common/grpc_status.h"
 #include "daemon/common/ingest_stream.h"
 #include "daemon/tools/progress.h"
 #include "proto/time_format.h"
@@ -19,36 +20,6 @@ namespace accelmon {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-int64_t WallNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string StatusText(const grpc::Status& status) {
-  static const char* const kCodes[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  const auto code = static_cast<size_t>(status.error_code());
-  std::string text = code < std::size(kCodes) ? kCodes[code] : std::to_string(code);
-  if (!status.error_message().empty()) text += ": " + status.error_message();
-  return text;
-}
 
 // Waits until `channel` is connected. The first failed attempt is the answer: a tool should not
 // retry for long against an exporter that is not there.
@@ -64,7 +35,7 @@ std::optional<std::string> Connect(grpc::Channel& channel, std::chrono::millisec
       auto stream = v1::Ingest::NewStub(channel.shared_from_this())->Stream(&context);
       stream->WritesDone();
       const grpc::Status status = stream->Finish();
-      return status.ok() ? std::string("connection failed") : StatusText(status);
+      return status.ok() ? std::string("connection failed") : DescribeStatus(status);
     }
     if (!channel.WaitForStateChange(state, deadline)) {
       return "no connection within " + FormatDuration(timeout);
@@ -118,7 +89,7 @@ ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOp
       first = false;
       first_ns = ns;
       pace_start = SteadyClock::now();
-      shift.Start(ns, WallNowNs());
+      shift.Start(ns, WallClockNowNanos());
     }
     // Keep the recorded spacing, sped up.
     if (options.speed > 0 && timed && !first && ns > first_ns) {
@@ -157,7 +128,7 @@ ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOp
     for (const auto& [reason, n] : c.rejected_reasons) result.rejected_reasons[reason] += n;
     const uint64_t acknowledged = c.acknowledged();
     if (!status.ok() || acknowledged < c.sent || failed.count(node) > 0) {
-      result.errors.push_back("node \"" + node + "\": the stream ended (" + StatusText(status) +
+      result.errors.push_back("node \"" + node + "\": the stream ended (" + DescribeStatus(status) +
                               ") with " + std::to_string(c.sent - std::min(c.sent, acknowledged)) +
                               " report(s) unacknowledged" +
                               (failed.count(node) > 0 ? "; its later reports not sent" : ""));

@@ -14,8 +14,6 @@
 namespace accelmon::diagnostics {
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr double kGiB = 1024.0 * kMiB;
 // The fit is redone at most this often (report time): it walks the whole window.
 constexpr int64_t kRefitNs = 10'000'000'000;
 // Used memory this far (share of total) below the fit or the previous sample: the job freed

@@ -7,6 +7,10 @@
 
 namespace accelmon::diagnostics {
 
+// Byte units for the rules' summaries ("3.2 GiB").
+inline constexpr double kMiB = 1024.0 * 1024.0;
+inline constexpr double kGiB = 1024.0 * kMiB;
+
 std::unique_ptr<Rule> MakeMemoryFragmentationRule(const Config& config);
 std::unique_ptr<Rule> MakeHostOomKillRule(const Config& config);
 std::unique_ptr<Rule> MakeThermalThrottlingRule(const Config& config);
