@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# `make test`: the release build and its tests, the sanitizer build and its tests, the fuzz
-# smoke run. A build uses every core while most tests wait on sockets and child processes, so
-# each test phase runs beside the next build:
-#   release build -> release tests | sanitizer build -> sanitizer tests | fuzz build -> fuzz run
-# A background build's output goes to a log under the build folder, printed when it fails. The
-# time of every phase is printed at the end (docs/development.md "Test time").
+# `make test`: the release build and its tests, one clang sanitizer build (ASan + UBSan, the test
+# executables and the libFuzzer targets), its tests, the fuzz smoke run. A build uses every core
+# while most tests wait on sockets and child processes, so each test phase runs beside the next
+# build or run:
+#   release build -> release tests | sanitizer build -> sanitizer tests | fuzz run
+# A background phase's output goes to a log under build-logs/, printed when it fails. The end
+# lists the time of every phase, the tests each ran and every skipped test with its reason
+# (docs/development.md "Test time").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,12 +57,16 @@ run_beside() {
   phases+=("$(printf '%-20s %5d s' "  together" "$(seconds_since "$t0")")")
 }
 
+# Results of an earlier run must not be counted as this one's.
+rm -f "${BUILD_DIR:-build}/ctest-junit.xml" "${ASAN_DIR:-build-asan}/ctest-junit.xml"
 run_phase "release build" build
 run_beside "release tests" check-run "sanitizer build" asan-build
-run_beside "sanitizer tests" asan-run "fuzz build" fuzz-build
-run_phase "fuzz run" fuzz-run
+run_beside "sanitizer tests" asan-run "fuzz run" fuzz-run
 
 echo
 echo "make test: every phase passed"
 printf '  %s\n' "${phases[@]}"
 printf '  %-20s %5d s\n' "total" "$(seconds_since "$started")"
+echo
+python3 scripts/test_summary.py "release tests=${BUILD_DIR:-build}/ctest-junit.xml" \
+  "sanitizer tests=${ASAN_DIR:-build-asan}/ctest-junit.xml"

@@ -12,8 +12,7 @@ if ! mount -t tmpfs -o size=4m accelmon-e2e "$REC" 2>/dev/null; then
     rm -rf "$WORK"
     ACCELMON_E2E_UNSHARED=1 exec unshare -rm bash "$0"
   fi
-  echo "SKIP: cannot mount a tmpfs here (not root, no user namespaces)"
-  exit 77
+  skip "cannot mount a tmpfs here (not root, and unshare -rm is refused: no user namespaces)"
 fi
 # The processes first (they hold files on it), then the mount, then the scratch directory.
 trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done

@@ -4,10 +4,8 @@
 # torch (tests/python/fake_torch), pushes for devices 0 and 1; /metrics shows that process.
 source "$(dirname "$0")/lib.sh"
 : "${PYTHONPATH:?set PYTHONPATH to clients/python, BUILD/python and tests/python/fake_torch}"
-/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null || {
-  echo "SKIP: /usr/bin/python3 lacks python3-grpcio or python3-protobuf (scripts/install-deps.sh test)"
-  exit 77
-}
+/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
+  skip "/usr/bin/python3 lacks python3-grpcio or python3-protobuf (scripts/install-deps.sh test)"
 
 start standalone standalone --sim 2 --collect.interval 200ms --push.socket "$WORK/agent.sock" \
   --web.listen-address 127.0.0.1:0 --node.name e2e-node

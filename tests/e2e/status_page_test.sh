@@ -9,8 +9,7 @@ source "$(dirname "$0")/tls_lib.sh"
 
 CHROMIUM=${CHROMIUM:-$(command -v chromium || true)}
 if [ -z "$CHROMIUM" ]; then
-  echo "SKIP: no chromium on PATH (scripts/install-deps.sh test installs it where the machine allows)"
-  exit 77
+  skip "no chromium on PATH (scripts/install-deps.sh test installs it where the machine allows)"
 fi
 node -e 'require("playwright-core")' 2>/dev/null ||
   fail "playwright-core is not in NODE_PATH='${NODE_PATH:-}' (the ctest setup browser_npm_install puts it there)"

@@ -8,8 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 
 if ! command -v tmux >/dev/null; then
-  echo "SKIP: tmux is not installed (scripts/install-deps.sh test installs it)"
-  exit 77
+  skip "tmux is not installed (scripts/install-deps.sh test installs it)"
 fi
 
 # A tmux server of our own, gone with the test.

@@ -16,6 +16,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace agent_exporter_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -264,4 +265,5 @@ TEST(Exporter, APortInUseIsAClearStartupError) {
 }
 
 }  // namespace
+}  // namespace agent_exporter_test
 }  // namespace accelmon

@@ -22,6 +22,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon {
+namespace config_reload_test {
 namespace {
 
 // The binary's command line for `exporter`, as main.cc builds it, parsed from `args`.
@@ -211,4 +212,5 @@ TEST_F(ConfigReload, AfterCloseReloadsAreRefused) {
 }
 
 }  // namespace
+}  // namespace config_reload_test
 }  // namespace accelmon

@@ -14,6 +14,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace exporter_failover_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -126,4 +127,5 @@ TEST(ExporterFailoverTest, ReportsUnacknowledgedAtAFailoverAreSentAgainAndCounte
 }
 
 }  // namespace
+}  // namespace exporter_failover_test
 }  // namespace accelmon

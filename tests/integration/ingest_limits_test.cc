@@ -16,6 +16,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace ingest_limits_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -348,4 +349,5 @@ TEST(IngestLimits, AFloodingStreamIsSlowedAndAPoliteOneIsServed) {
 }
 
 }  // namespace
+}  // namespace ingest_limits_test
 }  // namespace accelmon

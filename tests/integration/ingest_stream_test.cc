@@ -14,6 +14,7 @@
 #include "daemon/exporter/exporter.h"
 
 namespace accelmon {
+namespace ingest_stream_test {
 namespace {
 
 v1::NodeReport Report(const std::string& node, uint64_t sequence, int64_t unix_seconds) {
@@ -160,4 +161,5 @@ TEST_F(IngestStreamTest, DestroyedOpenItIsCancelled) {
 }
 
 }  // namespace
+}  // namespace ingest_stream_test
 }  // namespace accelmon

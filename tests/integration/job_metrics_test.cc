@@ -12,6 +12,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace job_metrics_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -144,4 +145,5 @@ TEST(JobMetrics, AJobAcrossTwoNodesHasItsDevicesUtilizationAndStepRateOnMetrics)
 }
 
 }  // namespace
+}  // namespace job_metrics_test
 }  // namespace accelmon

@@ -32,6 +32,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace kubelet_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -414,4 +415,5 @@ TEST_F(KubeletAttribution, ASlowOrStoppedKubeletMakesHoldersAbsentAndReportsGoOn
 }
 
 }  // namespace
+}  // namespace kubelet_test
 }  // namespace accelmon

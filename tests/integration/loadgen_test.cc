@@ -11,6 +11,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace loadgen_test {
 namespace {
 
 class LoadgenTest : public ::testing::Test {
@@ -117,4 +118,5 @@ TEST_F(LoadgenTest, AnExporterStoppingMidRunEndsTheStreamsWithErrors) {
 }
 
 }  // namespace
+}  // namespace loadgen_test
 }  // namespace accelmon

@@ -12,6 +12,7 @@
 #include "support/prom_text.h"
 
 namespace accelmon {
+namespace metrics_http_test {
 namespace {
 
 using testing::CountSamples;
@@ -144,4 +145,5 @@ TEST(MetricsHttp, BasicAuthRefusesWithoutCredentials) {
 }
 
 }  // namespace
+}  // namespace metrics_http_test
 }  // namespace accelmon

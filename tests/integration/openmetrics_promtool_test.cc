@@ -16,6 +16,7 @@
 #include "daemon/tools/openmetrics_writer.h"
 
 namespace accelmon {
+namespace openmetrics_promtool_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -175,4 +176,5 @@ TEST(OpenMetricsPromtoolTest, EverySampleComesBackFromPrometheusTsdb) {
 }
 
 }  // namespace
+}  // namespace openmetrics_promtool_test
 }  // namespace accelmon

@@ -28,6 +28,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace push_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -264,4 +265,5 @@ TEST(AllocatorPush, StaleSocketReplacedLiveSocketOrOtherFileLeftAlone) {
 }
 
 }  // namespace
+}  // namespace push_test
 }  // namespace accelmon

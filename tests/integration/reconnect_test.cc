@@ -12,6 +12,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace reconnect_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -68,4 +69,5 @@ TEST(ReconnectTest, AfterShortOutagesTheAgentIsBackWithinOneBackoffStep) {
 }
 
 }  // namespace
+}  // namespace reconnect_test
 }  // namespace accelmon

@@ -27,6 +27,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace recorder_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -331,4 +332,5 @@ TEST(RecorderOff, NoRecordingMetricsWithoutARecording) {
 }
 
 }  // namespace
+}  // namespace recorder_test
 }  // namespace accelmon

@@ -18,6 +18,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace replay_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -172,4 +173,5 @@ TEST(ProgressTest, BytesAndDurationsInHumanUnits) {
 }
 
 }  // namespace
+}  // namespace replay_test
 }  // namespace accelmon

@@ -16,6 +16,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace spool_uplink_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -132,4 +133,5 @@ TEST_F(SpoolUplinkTest, NextRunResendsWhatTheLastLeftBeforeNewReports) {
 }
 
 }  // namespace
+}  // namespace spool_uplink_test
 }  // namespace accelmon

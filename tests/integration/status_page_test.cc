@@ -12,6 +12,7 @@
 #include "support/prom_text.h"
 
 namespace accelmon {
+namespace status_page_test {
 namespace {
 
 using google::protobuf::Struct;
@@ -179,4 +180,5 @@ TEST(StatusPage, RunbookLinksPointAtTheRulesAlertSection) {
 }
 
 }  // namespace
+}  // namespace status_page_test
 }  // namespace accelmon

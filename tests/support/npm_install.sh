@@ -16,7 +16,9 @@ fi
 command -v npm >/dev/null || { echo "FAIL: no npm (scripts/install-deps.sh test installs it)" >&2; exit 1; }
 mkdir -p "$dest"
 cp "$src/package.json" "$src/package-lock.json" "$dest/"
-# --ignore-scripts: nothing from the registry runs; the npm cache stays in the build tree too.
-(cd "$dest" && npm ci --no-audit --no-fund --ignore-scripts --prefer-offline --cache "$dest/npm-cache")
+# --ignore-scripts: nothing from the registry runs. The packages come from npm's own cache
+# (~/.npm, or $npm_config_cache) when it has them (--prefer-offline), so only the first run on a
+# machine needs the registry; a fresh clone after that installs offline.
+(cd "$dest" && npm ci --no-audit --no-fund --ignore-scripts --prefer-offline)
 echo "$want" >"$stamp"
 echo "$name packages: installed in $dest"

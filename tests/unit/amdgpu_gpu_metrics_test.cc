@@ -11,6 +11,7 @@
 #include "collectors/amdgpu.h"
 
 namespace accelmon::collectors {
+namespace amdgpu_gpu_metrics_test {
 namespace {
 
 // A table as the driver starts it: every byte 0xff ("not filled"), then the header.
@@ -156,4 +157,5 @@ TEST(AmdgpuGpuMetrics, CardParseCountsAMalformedTableAndReportsAnUnknownOne) {
 }
 
 }  // namespace
+}  // namespace amdgpu_gpu_metrics_test
 }  // namespace accelmon::collectors

@@ -16,6 +16,7 @@
 #include "support/golden.h"
 
 namespace accelmon::collectors {
+namespace amdgpu_test {
 namespace {
 
 // tests/fixtures/amdgpu/sys/class/drm: card0 a Radeon RX 580 (Polaris), card1 an NVIDIA H200,
@@ -457,4 +458,5 @@ TEST(AmdgpuGolden, MatchesGoldenExposition) {
 }
 
 }  // namespace
+}  // namespace amdgpu_test
 }  // namespace accelmon::collectors

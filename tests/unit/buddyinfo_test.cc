@@ -6,6 +6,7 @@
 #include <vector>
 
 namespace accelmon::collectors {
+namespace buddyinfo_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -128,4 +129,5 @@ TEST(UnusableFreeIndex, HugeCountsAndManyOrdersDoNotOverflow) {
 }
 
 }  // namespace
+}  // namespace buddyinfo_test
 }  // namespace accelmon::collectors

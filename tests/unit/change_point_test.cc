@@ -7,6 +7,7 @@
 #include <vector>
 
 namespace accelmon::diagnostics {
+namespace change_point_test {
 namespace {
 
 // Samples every `step` seconds: at `base` drifting `drift` per second until `bend_at`, then rising
@@ -66,4 +67,5 @@ TEST(HingeChangePoint, IsTheFirstSampleWithTooFewSamples) {
 }
 
 }  // namespace
+}  // namespace change_point_test
 }  // namespace accelmon::diagnostics

@@ -13,6 +13,7 @@
 #include "daemon/agent/agent_command.h"
 
 namespace accelmon {
+namespace collector_flags_test {
 namespace {
 
 // The collectors CreateCollectors builds for `args` given to a command with the collector flags
@@ -125,4 +126,5 @@ TEST(CreateCollectors, AnUnknownHostCollectorNameIsRejected) {
 }
 
 }  // namespace
+}  // namespace collector_flags_test
 }  // namespace accelmon

@@ -8,6 +8,7 @@
 #include "support/golden.h"
 
 namespace accelmon {
+namespace collector_golden_test {
 namespace {
 
 const std::string kRoot = std::string(ACCELMON_FIXTURES_DIR) + "/host";
@@ -42,4 +43,5 @@ INSTANTIATE_TEST_SUITE_P(HostCollectors, CollectorGolden, ::testing::ValuesIn(Ho
                          [](const auto& param_info) { return std::string(param_info.param); });
 
 }  // namespace
+}  // namespace collector_golden_test
 }  // namespace accelmon

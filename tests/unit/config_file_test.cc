@@ -17,6 +17,7 @@
 #include "daemon/tools/standalone_command.h"
 
 namespace accelmon {
+namespace config_file_test {
 namespace {
 
 // The binary's command line, as main.cc builds it (without the tools that have no section).
@@ -121,4 +122,5 @@ TEST(ConfigFileTest, CommandLineFlagWinsOverTheFile) {
 }
 
 }  // namespace
+}  // namespace config_file_test
 }  // namespace accelmon

@@ -18,6 +18,7 @@
 #include "support/golden.h"
 
 namespace accelmon::collectors {
+namespace dcmi_test {
 namespace {
 
 // The fake's control functions, through the same dlopen'ed instance the collector uses.
@@ -311,4 +312,5 @@ TEST_F(Dcmi, MatchesGoldenExposition) {
 }
 
 }  // namespace
+}  // namespace dcmi_test
 }  // namespace accelmon::collectors

@@ -10,6 +10,7 @@
 #include "support/wait.h"
 
 namespace accelmon::collectors {
+namespace deadline_collector_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -157,4 +158,5 @@ TEST(DeadlineCollector, DestroyingWhileHungDoesNotWaitForTheCall) {
 }
 
 }  // namespace
+}  // namespace deadline_collector_test
 }  // namespace accelmon::collectors

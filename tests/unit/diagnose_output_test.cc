@@ -11,6 +11,7 @@
 #include "diagnostics/timeline.h"
 
 namespace accelmon::diagnostics {
+namespace diagnose_output_test {
 namespace {
 
 constexpr int64_t kSecond = 1'000'000'000;
@@ -375,4 +376,5 @@ TEST(DiagnoseSeries, CollectorWindowsRatesResetsAndOtherNodes) {
 }
 
 }  // namespace
+}  // namespace diagnose_output_test
 }  // namespace accelmon::diagnostics

@@ -3,6 +3,7 @@
 #include "diagnostics/config.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_config_test {
 namespace {
 
 std::string ErrorOf(const std::string& yaml) {
@@ -134,4 +135,5 @@ TEST(DiagnosticsConfig, MissingFileIsAnError) {
 }
 
 }  // namespace
+}  // namespace diagnostics_config_test
 }  // namespace accelmon::diagnostics

@@ -16,6 +16,7 @@
 #include "diagnostics/engine.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_device_rules_test {
 namespace {
 
 constexpr double kDrGiB = 1024.0 * 1024.0 * 1024.0;
@@ -1003,4 +1004,5 @@ TEST_F(DeviceRulesTest, DeviceLostEventAndUnknownUp) {
 }
 
 }  // namespace
+}  // namespace diagnostics_device_rules_test
 }  // namespace accelmon::diagnostics

@@ -7,6 +7,7 @@
 #include "diagnostics/engine.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_engine_test {
 namespace {
 
 // Raises a finding on every device whose compute ratio is above 0.9 (critical above 0.99), and
@@ -253,4 +254,5 @@ TEST_F(Reconfigured, ADisabledRuleClosesItsFindingsAndAnEnabledOneStarts) {
 }
 
 }  // namespace
+}  // namespace diagnostics_engine_test
 }  // namespace accelmon::diagnostics

@@ -11,6 +11,7 @@
 #include "diagnostics/error_catalog.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_error_catalog_test {
 namespace {
 
 TEST(ErrorCatalog, EveryEntryHasAKnownSeverityActionAndIsListedOnce) {
@@ -86,4 +87,5 @@ TEST(ErrorCatalog, DocsTableIsTheCodeTable) {
 }
 
 }  // namespace
+}  // namespace diagnostics_error_catalog_test
 }  // namespace accelmon::diagnostics

@@ -5,6 +5,7 @@
 #include "diagnostics/engine.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_job_rules_test {
 namespace {
 
 constexpr uint64_t kGiB = 1ULL << 30;
@@ -294,4 +295,5 @@ TEST(FirstFault, ALaterFindingOfTheJobNamesTheFirstWithinTheWindow) {
 }
 
 }  // namespace
+}  // namespace diagnostics_job_rules_test
 }  // namespace accelmon::diagnostics

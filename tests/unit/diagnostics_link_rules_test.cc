@@ -11,6 +11,7 @@
 #include "diagnostics/engine.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_link_rules_test {
 namespace {
 
 constexpr int64_t kLrT0Seconds = 1'700'000'000;
@@ -791,4 +792,5 @@ TEST_P(ThroughputDropRuleTest, LinkCounterResetIsSkipped) {
 INSTANTIATE_TEST_SUITE_P(Intervals, ThroughputDropRuleTest, ::testing::Values(1.0, 10.0));
 
 }  // namespace
+}  // namespace diagnostics_link_rules_test
 }  // namespace accelmon::diagnostics

@@ -10,6 +10,7 @@
 #include "diagnostics/engine.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_restore_test {
 namespace {
 
 constexpr int64_t kT0 = 1'700'000'000;
@@ -169,4 +170,5 @@ TEST_F(Restart, ASavedStateRestoresTheSameWayTwice) {
 }
 
 }  // namespace
+}  // namespace diagnostics_restore_test
 }  // namespace accelmon::diagnostics

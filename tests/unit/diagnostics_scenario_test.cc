@@ -20,6 +20,7 @@
 #include "diagnostics/score.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_scenario_test {
 namespace {
 
 constexpr int64_t kStartSeconds = 1'764'633'600;  // 2025-12-02T00:00:00Z
@@ -128,7 +129,9 @@ void PrintTo(const FireCase& c, std::ostream* os) { *os << c.rule; }
 class FireScenario : public ::testing::TestWithParam<std::tuple<FireCase, double>> {};
 
 TEST_P(FireScenario, OpensItsRuleOnItsSubjectSoonAfterTheOnsetAndNothingElse) {
-  const auto& [c, interval_s] = GetParam();
+  // Not a structured binding: clang 14 cannot capture one in the lambda below.
+  const FireCase& c = std::get<0>(GetParam());
+  const double interval_s = std::get<1>(GetParam());
   // Long enough for the rule to fire, and five minutes more for anything it should not open.
   const PlayResult run = Play(c.rule, Onset(c.rule) + c.delay_s + 5 * 60, interval_s);
   const auto first = std::find_if(run.opened.begin(), run.opened.end(),
@@ -547,4 +550,5 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, JobNearMiss,
                                            "near_miss_checkpoint_pause"));
 
 }  // namespace
+}  // namespace diagnostics_scenario_test
 }  // namespace accelmon::diagnostics

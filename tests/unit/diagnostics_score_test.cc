@@ -10,6 +10,7 @@
 #include "proto/time_format.h"
 
 namespace accelmon::diagnostics {
+namespace diagnostics_score_test {
 namespace {
 
 constexpr int64_t kFirstNs = 1'764'633'600LL * 1'000'000'000;  // 2025-12-02T00:00:00Z
@@ -268,4 +269,5 @@ TEST(Score, JsonHasTheCountsAndEachMatch) {
 }
 
 }  // namespace
+}  // namespace diagnostics_score_test
 }  // namespace accelmon::diagnostics

@@ -14,6 +14,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace diagnostics_service_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -159,4 +160,5 @@ TEST(DiagnosticsService, WatchInitialStateComesFromTheStoreAndQueuedReportsAreNo
 }
 
 }  // namespace
+}  // namespace diagnostics_service_test
 }  // namespace accelmon

@@ -23,6 +23,7 @@
 #include "daemon/tools/top_command.h"
 
 namespace accelmon {
+namespace empty_values_test {
 namespace {
 
 // Where an empty value means "off" or "none" (docs/flags.md says so for each).
@@ -147,4 +148,5 @@ TEST(EmptyValues, AnEmptyValueIsNotTheNextArgument) {
 }
 
 }  // namespace
+}  // namespace empty_values_test
 }  // namespace accelmon

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon {
+namespace flags_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -72,4 +73,5 @@ TEST(ParseByteSize, PlainAndBinaryUnits) {
 }
 
 }  // namespace
+}  // namespace flags_test
 }  // namespace accelmon

@@ -10,6 +10,7 @@
 #include "support/http_get.h"
 
 namespace accelmon {
+namespace gzip_encoder_test {
 namespace {
 
 using testing::Gunzip;
@@ -52,4 +53,5 @@ TEST(GzipEncoder, ReusedForSmallerAndEmptyBodies) {
 }
 
 }  // namespace
+}  // namespace gzip_encoder_test
 }  // namespace accelmon

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon::collectors {
+namespace hwmon_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -123,9 +124,11 @@ TEST(Hwmon, MissingClassDirectoryIsAnErrorNamingThePath) {
 }
 
 }  // namespace
+}  // namespace hwmon_test
 }  // namespace accelmon::collectors
 
 namespace accelmon::collectors {
+namespace hwmon_test {
 namespace {
 
 // Found by the sysfs_devices fuzzer: an index with a leading zero aliased another index and was
@@ -140,4 +143,5 @@ TEST(HwmonParse, IndexWithLeadingZeroIsIgnored) {
 }
 
 }  // namespace
+}  // namespace hwmon_test
 }  // namespace accelmon::collectors

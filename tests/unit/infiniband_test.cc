@@ -6,6 +6,7 @@
 #include <string>
 
 namespace accelmon::collectors {
+namespace infiniband_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -186,4 +187,5 @@ TEST(Infiniband, NoInfinibandClassIsAnErrorNamingThePath) {
 }
 
 }  // namespace
+}  // namespace infiniband_test
 }  // namespace accelmon::collectors

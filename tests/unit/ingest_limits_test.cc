@@ -11,6 +11,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace ingest_limits_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -77,4 +78,5 @@ TEST(Uplink, ReadsTheExportersMessageSizeLimit) {
 }
 
 }  // namespace
+}  // namespace ingest_limits_test
 }  // namespace accelmon

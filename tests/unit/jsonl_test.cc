@@ -8,6 +8,7 @@
 #include <sstream>
 
 namespace accelmon::recording {
+namespace jsonl_test {
 namespace {
 
 namespace pb = google::protobuf;
@@ -300,4 +301,5 @@ TEST(JsonlTest, MissingFileThrowsWithPath) {
 }
 
 }  // namespace
+}  // namespace jsonl_test
 }  // namespace accelmon::recording

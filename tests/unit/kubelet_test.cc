@@ -9,6 +9,7 @@
 #include "k8s/podresources/v1/api.pb.h"
 
 namespace accelmon::collectors {
+namespace kubelet_test {
 namespace {
 
 v1::DeviceTelemetry* AddDevice(v1::NodeReport& r, const std::string& vendor, uint32_t index,
@@ -260,4 +261,5 @@ TEST(KubeletCollector, AbsentWithoutItsSocket) {
 }
 
 }  // namespace
+}  // namespace kubelet_test
 }  // namespace accelmon::collectors

@@ -17,6 +17,7 @@
 #include "recording/log_writer.h"
 
 namespace accelmon::recording {
+namespace log_format_test {
 namespace {
 
 // Letters only: never zero (so zeroes are always damage or an unwritten tail) and never a
@@ -542,4 +543,5 @@ TEST(LogFormatTest, LengthPastEndOfFileFollowedByRecordsIsDamage) {
 }
 
 }  // namespace
+}  // namespace log_format_test
 }  // namespace accelmon::recording

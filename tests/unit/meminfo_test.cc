@@ -6,6 +6,7 @@
 #include "collectors/sim.h"
 
 namespace accelmon::collectors {
+namespace meminfo_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -119,4 +120,5 @@ TEST(CollectorSet, AnAbsentSourceIsNotAFailure) {
 }
 
 }  // namespace
+}  // namespace meminfo_test
 }  // namespace accelmon::collectors

@@ -15,6 +15,7 @@
 #include "support/prom_text.h"
 
 namespace accelmon {
+namespace metrics_renderer_test {
 namespace {
 
 using testing::CountSamples;
@@ -511,4 +512,5 @@ TEST(MetricsRenderer, DiagnosisSeriesHaveOneLabelSetWithEmptyDeviceAndLink) {
 }
 
 }  // namespace
+}  // namespace metrics_renderer_test
 }  // namespace accelmon

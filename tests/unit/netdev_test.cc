@@ -6,6 +6,7 @@
 #include <string>
 
 namespace accelmon::collectors {
+namespace netdev_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -190,4 +191,5 @@ TEST(Netdev, MissingProcFileIsAnErrorNamingThePath) {
 }
 
 }  // namespace
+}  // namespace netdev_test
 }  // namespace accelmon::collectors

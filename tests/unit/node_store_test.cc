@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon {
+namespace node_store_test {
 namespace {
 
 using std::chrono::minutes;
@@ -128,4 +129,5 @@ TEST(NodeStore, AReloadsExpiryAndLimitsApplyFromTheNextSnapshotAndReport) {
 }
 
 }  // namespace
+}  // namespace node_store_test
 }  // namespace accelmon

@@ -27,6 +27,7 @@
 #include "support/wait.h"
 
 namespace accelmon::collectors {
+namespace nvml_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -1008,4 +1009,5 @@ TEST(NvmlGolden, TwoGpusWithNvlinkMatchGoldenExposition) {
 }
 
 }  // namespace
+}  // namespace nvml_test
 }  // namespace accelmon::collectors

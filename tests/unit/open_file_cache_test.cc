@@ -12,6 +12,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon::collectors {
+namespace open_file_cache_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -146,4 +147,5 @@ TEST_F(OpenFileCacheTest, ACollectorFollowsChangesBetweenCycles) {
 }
 
 }  // namespace
+}  // namespace open_file_cache_test
 }  // namespace accelmon::collectors

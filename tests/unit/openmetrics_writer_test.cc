@@ -8,6 +8,7 @@
 #include <sstream>
 
 namespace accelmon {
+namespace openmetrics_writer_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -313,4 +314,5 @@ TEST(OpenMetricsFileNameTest, NamesSortByTimeWithZeroPaddedSecondsAndPart) {
 }
 
 }  // namespace
+}  // namespace openmetrics_writer_test
 }  // namespace accelmon

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon::collectors {
+namespace path_resolver_test {
 namespace {
 
 TEST(PathResolver, DefaultsToTheRealMounts) {
@@ -27,4 +28,5 @@ TEST(PathResolver, LeadingSlashStaysUnderTheRoot) {
 }
 
 }  // namespace
+}  // namespace path_resolver_test
 }  // namespace accelmon::collectors

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon::collectors {
+namespace pcie_test {
 namespace {
 
 struct Expected {
@@ -59,4 +60,5 @@ TEST(Pcie, UnknownGenerationsRatesAndUntrainedLinksAreAbsent) {
 }
 
 }  // namespace
+}  // namespace pcie_test
 }  // namespace accelmon::collectors

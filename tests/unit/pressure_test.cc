@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon::collectors {
+namespace pressure_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -74,4 +75,5 @@ TEST(Pressure, MissingFileIsAnErrorNamingThePath) {
 }
 
 }  // namespace
+}  // namespace pressure_test
 }  // namespace accelmon::collectors

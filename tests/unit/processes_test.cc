@@ -18,6 +18,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon::collectors {
+namespace processes_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -485,4 +486,5 @@ TEST(ProcessesEndToEnd, OffWithNoCollectorProcessesAndWithoutDevices) {
 }
 
 }  // namespace
+}  // namespace processes_test
 }  // namespace accelmon::collectors

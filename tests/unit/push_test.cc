@@ -7,6 +7,7 @@
 #include <filesystem>
 
 namespace accelmon::collectors {
+namespace push_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -313,4 +314,5 @@ TEST(PushCollector, AZeroWorldSizeIsAbsent) {
 }
 
 }  // namespace
+}  // namespace push_test
 }  // namespace accelmon::collectors

@@ -11,6 +11,7 @@
 #include "accelmon/v1/recording.pb.h"
 
 namespace accelmon::recording {
+namespace record_codec_test {
 namespace {
 
 v1::NodeReport Report(uint64_t sequence, size_t padding) {
@@ -159,4 +160,5 @@ TEST(RecordCodecTest, MalformedRecordsAreRefusedWithAReason) {
 }
 
 }  // namespace
+}  // namespace record_codec_test
 }  // namespace accelmon::recording

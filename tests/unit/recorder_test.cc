@@ -27,6 +27,7 @@
 #include "support/wait.h"
 
 namespace accelmon::recording {
+namespace recorder_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -700,4 +701,5 @@ TEST(NodeStoreSeedTest, SeededNodesDeduplicateButStayOutOfSnapshots) {
 }
 
 }  // namespace
+}  // namespace recorder_test
 }  // namespace accelmon::recording

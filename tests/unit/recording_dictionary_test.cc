@@ -19,6 +19,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon::recording {
+namespace recording_dictionary_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -431,4 +432,5 @@ TEST_F(RecordingDictionaryTest, NoDictionaryWhenTurnedOffOrUncompressed) {
 }
 
 }  // namespace
+}  // namespace recording_dictionary_test
 }  // namespace accelmon::recording

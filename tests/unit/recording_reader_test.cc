@@ -14,6 +14,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon::recording {
+namespace recording_reader_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -331,4 +332,5 @@ TEST(IsSegmentFileNameTest, TwentyDigitsAndTheExtension) {
 }
 
 }  // namespace
+}  // namespace recording_reader_test
 }  // namespace accelmon::recording

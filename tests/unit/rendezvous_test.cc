@@ -9,6 +9,7 @@
 #include <vector>
 
 namespace accelmon {
+namespace rendezvous_test {
 namespace {
 
 std::vector<std::string> Exporters(int n) {
@@ -85,4 +86,5 @@ TEST(RendezvousTest, RemovingAnExporterMovesOnlyItsNodes) {
 }
 
 }  // namespace
+}  // namespace rendezvous_test
 }  // namespace accelmon

@@ -8,6 +8,7 @@
 #include "support/report_sequences.h"
 
 namespace accelmon {
+namespace report_log_test {
 namespace {
 
 using testing::Sequences;
@@ -54,4 +55,5 @@ TEST(MemoryReportLog, AcknowledgedAndGivenUpAreSettled) {
 }
 
 }  // namespace
+}  // namespace report_log_test
 }  // namespace accelmon

@@ -8,6 +8,7 @@
 #include <limits>
 
 namespace accelmon {
+namespace report_validator_test {
 namespace {
 
 using std::chrono::minutes;
@@ -549,4 +550,5 @@ TEST(ReportValidator, PhysicallyImpossibleValuesAreRejected) {
 }
 
 }  // namespace
+}  // namespace report_validator_test
 }  // namespace accelmon

@@ -11,6 +11,7 @@
 #include "daemon/exporter/node_store.h"
 
 namespace accelmon {
+namespace series_budget_test {
 namespace {
 
 // What /metrics renders for `report` alone: every series of the node, job-wide ones included.
@@ -146,4 +147,5 @@ TEST(SeriesBudget, OverTheBudgetTheLeastTellingPartsGoFirstUntilItFits) {
 }
 
 }  // namespace
+}  // namespace series_budget_test
 }  // namespace accelmon

@@ -9,6 +9,7 @@
 #include "collectors/sim.h"
 
 namespace accelmon::collectors {
+namespace sim_scenario_test {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
@@ -529,4 +530,5 @@ TEST(SimScenario, EveryFixtureScenarioLoadsAndChecks) {
 }
 
 }  // namespace
+}  // namespace sim_scenario_test
 }  // namespace accelmon::collectors

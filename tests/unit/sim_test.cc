@@ -6,6 +6,7 @@
 #include <set>
 
 namespace accelmon::collectors {
+namespace sim_test {
 namespace {
 
 constexpr int64_t kStart = 1'700'000'000;
@@ -265,4 +266,5 @@ TEST(Sim, ZeroDevicesReportsNothing) {
 }
 
 }  // namespace
+}  // namespace sim_test
 }  // namespace accelmon::collectors

@@ -12,6 +12,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon {
+namespace spool_read_test {
 namespace {
 
 using testing::Range;
@@ -87,4 +88,5 @@ TEST(SpoolReadTest, EveryWindowOfLongSegmentsReadsBack) {
 }
 
 }  // namespace
+}  // namespace spool_read_test
 }  // namespace accelmon

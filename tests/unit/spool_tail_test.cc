@@ -19,6 +19,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon {
+namespace spool_tail_test {
 namespace {
 
 using testing::Range;
@@ -205,4 +206,5 @@ TEST_F(SpoolTailTest, WithOnlyTheSegmentBeingWrittenTheTailGives) {
 }
 
 }  // namespace
+}  // namespace spool_tail_test
 }  // namespace accelmon

@@ -21,6 +21,7 @@
 #include "support/wait.h"
 
 namespace accelmon {
+namespace spool_test {
 namespace {
 
 using testing::Range;
@@ -384,4 +385,5 @@ TEST_F(SpoolTest, UnusableDirectoryIsAClearError) {
 }
 
 }  // namespace
+}  // namespace spool_test
 }  // namespace accelmon

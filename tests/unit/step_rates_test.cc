@@ -5,6 +5,7 @@
 #include "daemon/exporter/node_store.h"
 
 namespace accelmon {
+namespace step_rates_test {
 namespace {
 
 constexpr int64_t kT0 = 1'700'000'000;
@@ -106,4 +107,5 @@ TEST(StepRates, TheNodeStoreHandsTheRatesOutWithTheNodesLatestReport) {
 }
 
 }  // namespace
+}  // namespace step_rates_test
 }  // namespace accelmon

@@ -11,6 +11,7 @@
 #include "support/temp_dir.h"
 
 namespace accelmon::recording {
+namespace tail_index_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -195,4 +196,5 @@ TEST_F(TailIndex, AWriterWithoutTheIndexWritesNone) {
 }
 
 }  // namespace
+}  // namespace tail_index_test
 }  // namespace accelmon::recording

@@ -7,6 +7,7 @@
 #include <limits>
 
 namespace accelmon {
+namespace text_exposition_test {
 namespace {
 
 std::string Value(double v) {
@@ -118,4 +119,5 @@ TEST(TextExposition, LabelsSharedWithThePreviousSampleAreComparedByContentNotAdd
 }
 
 }  // namespace
+}  // namespace text_exposition_test
 }  // namespace accelmon

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon::collectors {
+namespace thermal_zone_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -83,4 +84,5 @@ TEST(ThermalZone, MissingClassDirectoryIsAnErrorNamingThePath) {
 }
 
 }  // namespace
+}  // namespace thermal_zone_test
 }  // namespace accelmon::collectors

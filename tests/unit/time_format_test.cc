@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace accelmon {
+namespace time_format_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -106,4 +107,5 @@ TEST(FormatPrometheusDuration, TheLargestExactUnitAsFlagsTakeIt) {
 }
 
 }  // namespace
+}  // namespace time_format_test
 }  // namespace accelmon

@@ -10,6 +10,7 @@
 #include "proto/time_format.h"
 
 namespace accelmon::top {
+namespace top_view_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -256,4 +257,5 @@ TEST(TopView, AgesReadAsDurations) {
 }
 
 }  // namespace
+}  // namespace top_view_test
 }  // namespace accelmon::top

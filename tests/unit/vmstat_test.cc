@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 namespace accelmon::collectors {
+namespace vmstat_test {
 namespace {
 
 const std::string kFixtures = ACCELMON_FIXTURES_DIR;
@@ -165,4 +166,5 @@ TEST(Vmstat, AFailedReadKeepsTheBaseline) {
 }
 
 }  // namespace
+}  // namespace vmstat_test
 }  // namespace accelmon::collectors
