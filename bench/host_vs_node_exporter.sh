@@ -41,7 +41,7 @@ ne_series=$(curl -fs "127.0.0.1:$port/metrics" | grep -Ec '^node_(memory|vmstat|
 pids+=("$!")
 for _ in $(seq 100); do grep -q "ingest on" "$work/exporter.log" && break; sleep 0.05; done
 ports=$(grep -Eo 'port [0-9]+' "$work/exporter.log")
-grpc=$(echo "$ports" | head -1 | grep -Eo '[0-9]+')
+grpc=$(sed -n 1p <<<"$ports" | grep -Eo '[0-9]+')
 web=$(echo "$ports" | tail -1 | grep -Eo '[0-9]+')
 "$build/accelmon" agent --exporter.address "127.0.0.1:$grpc" --node.name bench \
   --path.procfs "$root/proc" --path.sysfs "$root/sys" --collect.interval 10ms >"$work/agent.log" 2>&1 &
@@ -65,7 +65,7 @@ render_us=$(gb BM_HostCollectRenderSerialize/process_time/real_time)
 cat <<TABLE
 | what (same fixture root, same run) | CPU per cycle | series | vs node_exporter |
 | --- | --- | --- | --- |
-| node_exporter $(prometheus-node-exporter --version 2>&1 | head -1 | awk '{print $3}'), one scrape of 9 collectors | ${ne_us} µs | ${ne_series} | 1× |
+| node_exporter $(prometheus-node-exporter --version 2>&1 | awk 'NR == 1 {print $3}'), one scrape of 9 collectors | ${ne_us} µs | ${ne_series} | 1× |
 | accelmon agent process, one tick (collect + encode + gRPC send + ack) | ${agent_us} µs | ${agent_series} | $(awk -v a="$ne_us" -v b="$agent_us" 'BEGIN { printf "%.1f× less", a / b }') |
 | accelmon collectors only, in-process (\`BM_HostCollectionCycle\`) | ${collect_us} µs | | $(awk -v a="$ne_us" -v b="$collect_us" 'BEGIN { printf "%.1f× less", a / b }') |
 | accelmon collect + render + text-serialise (\`BM_HostCollectRenderSerialize\`) | ${render_us} µs | | $(awk -v a="$ne_us" -v b="$render_us" 'BEGIN { printf "%.1f× less", a / b }') |

@@ -64,7 +64,7 @@ start_exporter() {
   for _ in $(seq 200); do grep -qs "ingest on" "$work/$name.log" && break; sleep 0.05; done
   local ports
   ports=$(grep -Eo 'port [0-9]+' "$work/$name.log")
-  grpc_port=$(echo "$ports" | head -1 | grep -Eo '[0-9]+')
+  grpc_port=$(sed -n 1p <<<"$ports" | grep -Eo '[0-9]+')
   web_port=$(echo "$ports" | tail -1 | grep -Eo '[0-9]+')
 }
 

@@ -50,7 +50,7 @@ tsdb=$(bytes_of "$work/tsdb" -path '*/wal/*' -prune -o -type f)
 chunks=$(bytes_of "$work/tsdb" -path '*/chunks/*')
 index=$(bytes_of "$work/tsdb" -name index)
 
-echo "Input: \`standalone --sim 8 --collect.interval 100ms\` for ${seconds} s ($("$accelmon" --version 2>/dev/null | head -n 1)):" \
+echo "Input: \`standalone --sim 8 --collect.interval 100ms\` for ${seconds} s ($("$accelmon" --version 2>/dev/null | sed -n 1p)):" \
   "$reports reports in $records records ($segments segment(s)), $samples samples" \
   "($(awk -v a="$samples" -v b="$reports" 'BEGIN { printf "%.0f", a / b }') per report)."
 echo

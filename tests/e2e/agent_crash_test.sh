@@ -10,7 +10,7 @@ FIXTURES=${FIXTURES:?set FIXTURES to tests/fixtures}
 start exporter --log.level debug exporter --grpc.max-reports-per-second 2000 --web.listen-address 127.0.0.1:0 \
   --grpc.listen-address 127.0.0.1:0
 ports=$(wait_for_log exporter 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
-grpc_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+grpc_port=$(nth_port "$ports" 1)
 
 agent_args=(agent --exporter.address "127.0.0.1:$grpc_port" --node.name node-a
   --collect.interval 20ms --path.procfs "$FIXTURES/host/proc" --path.sysfs "$FIXTURES/host/sys"
@@ -62,7 +62,7 @@ grep -qv "instance=$instance " "$WORK/applied" && fail "reports of another insta
 sed 's/.*seq=//' "$WORK/applied" >"$WORK/seqs"
 seq 1 "$n" >"$WORK/expected"
 diff -q "$WORK/expected" "$WORK/seqs" >/dev/null || {
-  diff "$WORK/expected" "$WORK/seqs" | head -10 >&2
+  diff "$WORK/expected" "$WORK/seqs" | sed -n 1,10p >&2
   fail "the exporter did not apply exactly 1..$n, once each, in order"
 }
 duplicates=$(grep -c 'duplicate node=node-a' "$WORK/exporter.log" || true)

@@ -2,7 +2,7 @@
 # The command line: help, version, and bad input that stops start-up with a reason and exit 2.
 source "$(dirname "$0")/lib.sh"
 
-"$ACCELMON" --help | grep -q "standalone" || fail "--help does not list the subcommands"
+output_has "standalone" "$ACCELMON" --help || fail "--help does not list the subcommands"
 for cmd in agent exporter standalone; do
   "$ACCELMON" "$cmd" --help >"$WORK/help.txt" || fail "$cmd --help exited non-zero"
   grep -q -- "--" "$WORK/help.txt" || fail "$cmd --help lists no flags"
@@ -19,7 +19,7 @@ for cmd in agent standalone; do
   grep -q -- "--no-collector.meminfo" "$WORK/help.txt" ||
     fail "$cmd --help does not list --no-collector.meminfo"
 done
-"$ACCELMON" --version | grep -Eq '^accelmon [0-9]+\.[0-9]+\.[0-9]+' || fail "--version"
+output_has '^accelmon [0-9]+\.[0-9]+\.[0-9]+' "$ACCELMON" --version || fail "--version"
 
 # expect_usage_error "WHAT THE MESSAGE SAYS" ARGS...: exit 2 and one line naming the problem.
 expect_usage_error() {

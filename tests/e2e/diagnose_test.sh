@@ -29,12 +29,12 @@ diagnose() {
 # --- text: header, the fragmentation finding on device 0 from 35m on, the footer
 diagnose "$IN"
 [ $rc -eq 0 ] || fail "diagnose (text) exited $rc: $(cat "$WORK/err")"
-head -n 1 "$WORK/out" | grep -Eq "^$IN: $reports reports from 2 nodes, 2026-12-02T03:00:00.000Z \.\. " ||
+output_has "^$IN: $reports reports from 2 nodes, 2026-12-02T03:00:00.000Z \.\. " head -n 1 "$WORK/out" ||
   fail "text header: $(head -n 1 "$WORK/out")"
 grep -Eq '^2026-12-02T03:(3[5-9]|4[0-9]):[0-9]{2}\.[0-9]{3}Z  (WARNING |CRITICAL)  memory_fragmentation  node sim-[0-9]+ device 0  ' \
   "$WORK/out" || fail "no memory_fragmentation finding on device 0 after 35m: $(cat "$WORK/out")"
 grep -Eq '^    (still open|ended [0-9:]{8} \(.*\))$' "$WORK/out" || fail "no end line: $(cat "$WORK/out")"
-tail -n 1 "$WORK/out" | grep -Eq '^[0-9]+ findings? \([0-9]+ still open\): .*memory_fragmentation [0-9]+' ||
+output_has '^[0-9]+ findings? \([0-9]+ still open\): .*memory_fragmentation [0-9]+' tail -n 1 "$WORK/out" ||
   fail "text footer: $(tail -n 1 "$WORK/out")"
 cp "$WORK/out" "$WORK/text.txt"
 
@@ -129,6 +129,6 @@ diagnose "$WORK/damaged.jsonl"
 grep -q "damaged.jsonl:100: " "$WORK/err" || fail "damage not named: $(cat "$WORK/err")"
 grep -q 'damaged region' "$WORK/err" || fail "no damage summary: $(cat "$WORK/err")"
 grep -q ' memory_fragmentation ' "$WORK/out" || fail "damaged input: findings not printed"
-head -n 1 "$WORK/out" | grep -q 'DAMAGED: 1 region' || fail "header does not say damaged"
+output_has 'DAMAGED: 1 region' head -n 1 "$WORK/out" || fail "header does not say damaged"
 
 echo "PASS: diagnose"

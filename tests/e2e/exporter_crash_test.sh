@@ -12,7 +12,7 @@ LIMIT=(--grpc.max-reports-per-second 2000)
 start exporter0 --log.level debug exporter "${LIMIT[@]}" --web.listen-address 127.0.0.1:0 \
   --grpc.listen-address 127.0.0.1:0
 ports=$(wait_for_log exporter0 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
-grpc_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+grpc_port=$(nth_port "$ports" 1)
 web_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 
 start agent agent --exporter.address "127.0.0.1:$grpc_port" --node.name node-a \
@@ -49,7 +49,7 @@ unacked=$(echo "$stopped" | grep -Eo '; [0-9]+' | grep -Eo '[0-9]+')
 [ "$unacked" = 0 ] || fail "agent stopped with $unacked unacknowledged reports"
 stop "$last"
 
-instance=$(grep -Eo 'instance [0-9a-f]+, ' "$WORK/agent.log" | head -1 | grep -Eo '[0-9a-f]{16}')
+instance=$(grep -Eo -m 1 'instance [0-9a-f]+, ' "$WORK/agent.log" | grep -Eo '[0-9a-f]{16}')
 applied_total=0
 for i in $(seq 0 $kills); do
   log="$WORK/exporter$i.log"
@@ -57,15 +57,15 @@ for i in $(seq 0 $kills); do
   grep -qv "instance=$instance " "$WORK/applied$i" &&
     fail "exporter $i applied reports of another instance than $instance"
   sed 's/.*seq=//' "$WORK/applied$i" | sort -n >"$WORK/seqs$i"
-  dups=$(uniq -d "$WORK/seqs$i" | head -5 | tr '\n' ' ')
+  dups=$(uniq -d "$WORK/seqs$i" | sed -n 1,5p | tr '\n' ' ')
   [ -z "$dups" ] || fail "exporter $i applied sequences twice: $dups"
   applied_total=$((applied_total + $(wc -l <"$WORK/seqs$i")))
 done
 cat "$WORK"/seqs* | sort -nu >"$WORK/all"
 seq 1 "$n" >"$WORK/expected"
-missing=$(comm -23 <(sort "$WORK/expected") <(sort "$WORK/all") | sort -n | head -10 | tr '\n' ' ')
+missing=$(comm -23 <(sort "$WORK/expected") <(sort "$WORK/all") | sort -n | sed -n 1,10p | tr '\n' ' ')
 [ -z "$missing" ] || fail "sequences never applied: $missing(of 1..$n)"
-extra=$(comm -13 <(sort "$WORK/expected") <(sort "$WORK/all") | head -5 | tr '\n' ' ')
+extra=$(comm -13 <(sort "$WORK/expected") <(sort "$WORK/all") | sed -n 1,5p | tr '\n' ' ')
 [ -z "$extra" ] || fail "sequences applied that the agent never reported: $extra"
 duplicates=$(cat "$WORK"/exporter*.log | grep -c 'duplicate node=node-a' || true)
 echo "exporter_crash_test: ok ($n reports, $kills exporter kills, $applied_total applications," \

@@ -22,7 +22,7 @@ YAML
 EXPORTER=(--log.level debug exporter --record.dir "$WORK/rec" --grpc.max-reports-per-second 2000)
 start exporter0 "${EXPORTER[@]}" --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
 ports=$(wait_for_log exporter0 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
-grpc_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+grpc_port=$(nth_port "$ports" 1)
 web_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 metrics="http://127.0.0.1:$web_port/metrics"
 
@@ -78,14 +78,14 @@ grep -Eq "$xid" <<<"$body" || fail "the XID finding closed once the agent report
 stop exporter1
 
 # Over both exporter processes: each sequence of the agent's one instance applied exactly once.
-instance=$(grep -Eo 'instance [0-9a-f]+, ' "$WORK/agent2.log" | head -1 | grep -Eo '[0-9a-f]{16}')
+instance=$(grep -Eo -m 1 'instance [0-9a-f]+, ' "$WORK/agent2.log" | grep -Eo '[0-9a-f]{16}')
 [ -n "$instance" ] || fail "no agent instance in the agent's log"
 grep -hEo "applied node=xid-node instance=$instance seq=[0-9]+" "$WORK/exporter0.log" \
   "$WORK/exporter1.log" | grep -Eo '[0-9]+$' | sort -n >"$WORK/applied"
 applied=$(wc -l <"$WORK/applied")
 distinct=$(sort -un "$WORK/applied" | wc -l)
 [ "$applied" = "$distinct" ] ||
-  fail "$((applied - distinct)) report(s) applied twice across the restart: $(uniq -d "$WORK/applied" | head)"
+  fail "$((applied - distinct)) report(s) applied twice across the restart: $(uniq -d "$WORK/applied" | sed -n 1,10p)"
 [ "$distinct" = "$n" ] && [ "$(head -1 "$WORK/applied")" = 1 ] && [ "$(tail -1 "$WORK/applied")" = "$n" ] ||
   fail "applied $distinct distinct sequences, want 1..$n"
 resent=$(grep -c "duplicate node=xid-node" "$WORK/exporter1.log" || true)

@@ -21,7 +21,7 @@ trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2
 start exporter exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
   --record.dir "$REC/recording" --record.segment-size 64KiB
 line=$(wait_for_log exporter 'ingest on [^ ]+ \(port [0-9]+\), metrics on [^ ]+ \(port [0-9]+')
-grpc_port=$(echo "$line" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+grpc_port=$(nth_port "$line" 1)
 web_port=$(echo "$line" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 metrics=http://127.0.0.1:$web_port/metrics
 start agent agent --node.name fulldisk --sim 2 --collect.interval 100ms \

@@ -40,11 +40,44 @@ start() {
   eval "${name}_PID=$!"
 }
 
-# wait_for_log NAME REGEX [SECONDS]: waits until the log matches; prints the matching line.
+# A pipe into a reader that stops early (`| grep -q`, `| head`) fails under pipefail whenever
+# the reader exits before the writer has written everything (exit 141, curl's 23): read the
+# whole output first, then match it. These helpers do; tests/check_pipe_close.py finds new
+# pipes of that kind in every shell test and runnable docs block (make test runs it).
+
+# output_has REGEX COMMAND...: whether COMMAND succeeds and a line of its output matches REGEX.
+output_has() {
+  local regex=$1 out
+  shift
+  out=$("$@") || return 1
+  grep -Eq -- "$regex" <<<"$out"
+}
+
+# first_line TEXT: the first line of TEXT.
+first_line() { printf '%s\n' "${1%%$'\n'*}"; }
+
+# nth_port TEXT N: the Nth "port NUMBER" in TEXT (1 is the first), as start-up lines give them.
+nth_port() {
+  local rest=$1 n=$2 re='port ([0-9]+)(.*)'
+  while [[ $rest =~ $re ]]; do
+    n=$((n - 1))
+    if [ "$n" -eq 0 ]; then
+      echo "${BASH_REMATCH[1]}"
+      return 0
+    fi
+    rest=${BASH_REMATCH[2]}
+  done
+  return 1
+}
+
+# wait_for_log NAME REGEX [SECONDS]: waits until the log matches; prints the matching text.
 wait_for_log() {
-  local name=$1 regex=$2 deadline=$((SECONDS + ${3:-20}))
+  local name=$1 regex=$2 deadline=$((SECONDS + ${3:-20})) found
   while [ $SECONDS -lt $deadline ]; do
-    if grep -Eo "$regex" "$WORK/$name.log" 2>/dev/null | head -n 1 | grep .; then return 0; fi
+    if found=$(grep -Eo -m 1 "$regex" "$WORK/$name.log" 2>/dev/null) && [ -n "$found" ]; then
+      first_line "$found"
+      return 0
+    fi
     sleep 0.1
   done
   fail "timed out waiting for /$regex/ in $name.log"

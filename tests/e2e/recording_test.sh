@@ -49,7 +49,7 @@ cmp -s "$WORK/a.jsonl" "$WORK/b.jsonl" || fail "export -> import -> export chang
 reports=$(wc -l <"$WORK/a.jsonl")
 [ "$reports" -ge 10 ] || fail "only $reports reports recorded"
 grep -Eq "^Reports: +$reports in" "$WORK/inspect.txt" || fail "inspect and export disagree on $reports"
-"$ACCELMON" record inspect "$WORK/rec2" | grep -Eq '^[0-9]{20}\.seg .* import ' ||
+output_has '^[0-9]{20}\.seg .* import ' "$ACCELMON" record inspect "$WORK/rec2" ||
   fail "imported segments not written by \"import\""
 
 # A bad line is named by FILE:LINE, skipped, and makes the import exit 1.
@@ -64,7 +64,7 @@ grep -q "imported $reports reports" "$WORK/import3.txt" || fail "import lost goo
 
 # --- damage a copy in the middle of its biggest segment; verify names segment and offset
 cp -r "$REC" "$WORK/damaged"
-seg=$(ls -S "$WORK/damaged"/*.seg | head -n 1)
+seg=$(first_line "$(ls -S "$WORK/damaged"/*.seg)")
 size=$(stat -c %s "$seg")
 at=$((size / 2))
 dd if=/dev/zero of="$seg" bs=1 seek="$at" count=64 conv=notrunc status=none
@@ -92,7 +92,7 @@ set -e
 
 start exporter exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
 ports=$(wait_for_log exporter 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
-grpc_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+grpc_port=$(nth_port "$ports" 1)
 web_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 set +e
 "$ACCELMON" replay "$WORK/damaged" --exporter.address "127.0.0.1:$grpc_port" --speed max \
@@ -129,8 +129,8 @@ promtool tsdb dump "$WORK/tsdb" 2>"$WORK/promtool.log" |
   awk '{ printf "%s %.0f\n", $(NF), $(NF-1) }' | sort >"$WORK/dumped.txt"
 # The recorded (timestamp in ms, device 0's memory used) of every report, from the export.
 while IFS= read -r report; do
-  ts=$(echo "$report" | grep -Eo '"timestamp":"[^"]+"' | head -n 1 | cut -d'"' -f4)
-  used=$(echo "${report#*\"devices\":[}" | grep -Eo '"usedBytes":"[0-9]+"' | head -n 1 | cut -d'"' -f4)
+  ts=$(first_line "$(grep -Eo '"timestamp":"[^"]+"' <<<"$report")" | cut -d'"' -f4)
+  used=$(first_line "$(grep -Eo '"usedBytes":"[0-9]+"' <<<"${report#*\"devices\":[}")" | cut -d'"' -f4)
   echo "$(date -u -d "$ts" +%s%3N) $used"
 done <"$WORK/a.jsonl" | sort >"$WORK/recorded.txt"
 [ "$(wc -l <"$WORK/recorded.txt")" -eq "$reports" ] || fail "could not read back every report"

@@ -49,7 +49,7 @@ declare -A grpc web
 for e in 1 2; do
   start "exporter$e" exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
   ports=$(wait_for_log "exporter$e" 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
-  grpc[$e]=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+  grpc[$e]=$(nth_port "$ports" 1)
   web[$e]=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 done
 a1="127.0.0.1:${grpc[1]}"
@@ -117,13 +117,13 @@ every_node_in_vm() {
 wait_until 60 "VictoriaMetrics to have all ${#nodes[@]} nodes" every_node_in_vm
 answer=$(curl -fsS "http://127.0.0.1:$vm_port/api/v1/query" --data-urlencode "query=$query")
 for node in "${nodes[@]}"; do
-  echo "$answer" | grep -q "\"node\":\"$node\"" || fail "VictoriaMetrics lacks $node: $answer"
+  grep -q "\"node\":\"$node\"" <<<"$answer" || fail "VictoriaMetrics lacks $node: $answer"
 done
 # Both exporters' series arrived: each instance carries some of the nodes.
 for e in 1 2; do
   answer=$(curl -fsS "http://127.0.0.1:$vm_port/api/v1/query" \
     --data-urlencode "query=count(accelmon_node_up{instance=\"127.0.0.1:${web[$e]}\"})")
-  echo "$answer" | grep -q '"value":\[[0-9.]*,"3"\]' || fail "exporter $e: expected 3 nodes: $answer"
+  grep -q '"value":\[[0-9.]*,"3"\]' <<<"$answer" || fail "exporter $e: expected 3 nodes: $answer"
 done
 
 stop_bg prometheus

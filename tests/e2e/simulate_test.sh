@@ -11,9 +11,9 @@ SCENARIOS=${FIXTURES:?set FIXTURES to tests/fixtures}/scenarios
 grep -q '^simulate: 2 nodes x 600 reports (10m at 1s) -> ' "$WORK/simulate.log" ||
   fail "no summary line: $(cat "$WORK/simulate.log")"
 [ "$(wc -l <"$WORK/out.jsonl")" -eq 1200 ] || fail "expected 1200 lines, got $(wc -l <"$WORK/out.jsonl")"
-head -n 1 "$WORK/out.jsonl" | grep -q '"node":"sim-0".*"agentInstanceId":"simulate-sim-0"' ||
+output_has '"node":"sim-0".*"agentInstanceId":"simulate-sim-0"' head -n 1 "$WORK/out.jsonl" ||
   fail "first line: $(head -c 300 "$WORK/out.jsonl")"
-head -n 1 "$WORK/out.jsonl" | grep -q '"timestamp":"2026-12-01T08:00:00Z"' || fail "--start ignored"
+output_has '"timestamp":"2026-12-01T08:00:00Z"' head -n 1 "$WORK/out.jsonl" || fail "--start ignored"
 # The incident's link flap starts at 15m: outside these 10 minutes, so nvlink0 is up throughout.
 grep -q '"up":false' "$WORK/out.jsonl" && fail "a link is down before the scenario says so"
 

@@ -30,6 +30,6 @@ issue() {
 exporter_ports() {
   local line
   line=$(wait_for_log "$1" 'ingest on [^ ]+ \(port [0-9]+\), metrics on [^ ]+ \(port [0-9]+')
-  grpc_port=$(echo "$line" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+  grpc_port=$(nth_port "$line" 1)
   web_port=$(echo "$line" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 }

@@ -63,10 +63,10 @@ serial() {
   openssl s_client -connect "127.0.0.1:$grpc_port" -alpn h2 -CAfile "$CERTS/ca.crt" \
     </dev/null 2>/dev/null | openssl x509 -noout -subject 2>/dev/null || true
 }
-serial | grep -q "exporter-1" || fail "exporter does not serve its first certificate: $(serial)"
+output_has "exporter-1" serial || fail "exporter does not serve its first certificate: $(serial)"
 cp "$CERTS/server2.key" "$CERTS/live.key.new" && mv "$CERTS/live.key.new" "$CERTS/live.key"
 cp "$CERTS/server2.crt" "$CERTS/live.crt.new" && mv "$CERTS/live.crt.new" "$CERTS/live.crt"
-serves_rotated() { serial | grep -q "exporter-2"; }
+serves_rotated() { output_has "exporter-2" serial; }
 wait_until 40 "the rotated certificate (exporter-2) to be served" serves_rotated
 agent rotated_agent rotated-node --exporter.tls-ca "$CERTS/ca.crt"
 wait_for_metric "$url" '^accelmon_node_up\{node="rotated-node"\} 1'

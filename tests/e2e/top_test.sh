@@ -18,7 +18,7 @@ trap 'tmux_ kill-server 2>/dev/null || true; cleanup' EXIT
 
 start exporter exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
 ports=$(wait_for_log exporter 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
-grpc_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+grpc_port=$(nth_port "$ports" 1)
 web_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 url="http://127.0.0.1:$web_port/metrics"
 address="127.0.0.1:$grpc_port"
@@ -85,7 +85,7 @@ if [ -n "${ACCELMON_SCREENSHOT_DIR:-}" ]; then
 fi
 tmux_ capture-pane -p -e -t colour >"$WORK/colour.ansi"
 grep -qE $'\e\\[([0-9]+;)*3[1-6](;[0-9]+)*m' "$WORK/colour.ansi" ||
-  fail "no colour on the screen without NO_COLOR: $(cat -v "$WORK/colour.ansi" | head -20)"
+  fail "no colour on the screen without NO_COLOR: $(head -20 "$WORK/colour.ansi" | cat -v)"
 
 # s: the sort key changes, and the header says which.
 pane_has colour 'sort: node' || fail "header does not say 'sort: node': $(pane colour)"
@@ -125,7 +125,7 @@ run_top plain TERM=xterm-256color NO_COLOR=1
 wait_until 20 "the fleet on the NO_COLOR screen" pane_has plain 'nodes 3 (3 live, 0 stale)'
 tmux_ capture-pane -p -e -t plain >"$WORK/plain.ansi"
 if grep -qE $'\e\\[([0-9]+;)*3[1-6](;[0-9]+)*m' "$WORK/plain.ansi"; then
-  fail "colour on the screen with NO_COLOR=1: $(cat -v "$WORK/plain.ansi" | head -20)"
+  fail "colour on the screen with NO_COLOR=1: $(head -20 "$WORK/plain.ansi" | cat -v)"
 fi
 stop exporter
 wait_until 20 "top to say the exporter is unreachable" \

@@ -6,7 +6,7 @@ FIXTURES=${FIXTURES:?set FIXTURES to tests/fixtures}
 
 start exporter exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
 ports=$(wait_for_log exporter 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
-grpc_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | head -1 | grep -Eo '[0-9]+')
+grpc_port=$(nth_port "$ports" 1)
 web_port=$(echo "$ports" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
 url="http://127.0.0.1:$web_port/metrics"
 

@@ -48,7 +48,7 @@ fuzz_one() {
   "$build/tests/fuzz/${target}_fuzz" -artifact_prefix="$work/" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 \
     -print_final_stats=1 "$corpus" 2>"$work/$target.log" ||
     {
-      sed -n '/ERROR:/,/SUMMARY:/p' "$work/$target.log" | head -n 40
+      awk '/ERROR:/,/SUMMARY:/ { print; if (++n == 40) exit }' "$work/$target.log"
       tail -n 8 "$work/$target.log"   # the input, as bytes and Base64, to reproduce it
       echo "fuzz: $target FAILED"
       return 1
