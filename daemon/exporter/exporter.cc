@@ -88,8 +88,9 @@ void Exporter::Start() {
   renderer_->set_diagnostics(diagnostics_.get());
   http_ = std::make_unique<HttpServer>(
       options_.web_listen_address,
-      [renderer = renderer_.get()](std::vector<std::string_view>& pieces) {
-        renderer->RenderPieces(pieces);
+      [renderer = renderer_.get()](TextExpositionSink& sink,
+                                   std::vector<std::string_view>& pieces) {
+        renderer->RenderPieces(sink, pieces);
       },
       options_.web_config, options_.web_limits);
   status_ = std::make_unique<StatusRenderer>(store_, stats_, diagnostics_.get());

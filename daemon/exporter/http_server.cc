@@ -206,6 +206,7 @@ constexpr const char* kDummyBcrypt = "$2b$10$WZZqgg1a3oNs5I3uG9Zs/uu7WsMgWFrPtbO
 // capacity; a few sets for the server, not one per worker thread (there are hundreds, and each
 // set grows to a whole exposition).
 struct ScrapeBuffers {
+  TextExpositionSink metrics;            // /metrics, by family
   std::string body;                      // the status page's JSON
   std::vector<std::string_view> pieces;  // what the answer is, in order
   GzipEncoder gzip;
@@ -518,7 +519,7 @@ int HttpServer::ServeStatusPage(mg_connection* conn, std::string_view uri,
 
 int HttpServer::ServeMetrics(mg_connection* conn, bool head) const {
   std::unique_ptr<ScrapeBuffers> buffers = ScrapeBuffersOf().Take();
-  render_metrics_(buffers->pieces);
+  render_metrics_(buffers->metrics, buffers->pieces);
   SendRendered(conn, "text/plain; version=0.0.4; charset=utf-8", *buffers, head);
   ScrapeBuffersOf().Give(std::move(buffers));
   return 200;

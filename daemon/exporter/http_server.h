@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/exporter/text_exposition.h"
 #include "daemon/exporter/web_config.h"
 
 struct mg_connection;
@@ -21,9 +22,11 @@ struct ssl_ctx_st;
 namespace accelmon {
 
 // Replaces `pieces` with the /metrics exposition (text format 0.0.4), in pieces to write one
-// after the other, valid until the calling thread renders again. Called from several server
-// threads at once.
-using RenderMetricsFn = std::function<void(std::vector<std::string_view>& pieces)>;
+// after the other, rendered into `sink` and valid until it renders again. Called from several
+// server threads at once, each with a sink of its own taken from a small pool: a sink grows to
+// a whole exposition, so one per worker thread (hundreds) would make most scrapes start cold.
+using RenderMetricsFn =
+    std::function<void(TextExpositionSink& sink, std::vector<std::string_view>& pieces)>;
 
 // Replaces `out` with the status page's JSON (status_json.h); `node` asks for one node's devices.
 using RenderStatusFn = std::function<void(std::string_view node, std::string& out)>;

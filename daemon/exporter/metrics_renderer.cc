@@ -1109,13 +1109,10 @@ std::vector<MetricFamily> RenderExporterStats(const ExporterStats& stats, size_t
   return std::move(sink).Take();
 }
 
-const TextExpositionSink& StateRenderer::Render() const {
+void StateRenderer::Render(TextExpositionSink& sink) const {
   const auto start = std::chrono::steady_clock::now();
   const Clock::time_point now = clock_();
   const std::vector<NodeEntry> nodes = store_.Snapshot(now);
-  // One sink per thread: civetweb's worker threads live as long as the server, so each keeps
-  // its family buffers from one scrape to the next.
-  thread_local TextExpositionSink sink;
   sink.Clear();
   EmitNodes(nodes, now, sink);
   EmitJobs(nodes, sink);
@@ -1124,16 +1121,19 @@ const TextExpositionSink& StateRenderer::Render() const {
   stats_.last_scrape_series = sink.samples();
   stats_.last_scrape_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return sink;
 }
 
-void StateRenderer::RenderPieces(std::vector<std::string_view>& pieces) const {
-  Render().Pieces(pieces);
+void StateRenderer::RenderPieces(TextExpositionSink& sink,
+                                 std::vector<std::string_view>& pieces) const {
+  Render(sink);
+  sink.Pieces(pieces);
 }
 
 void StateRenderer::RenderText(std::string& out) const {
+  std::lock_guard lock(text_mu_);
+  Render(text_sink_);
   out.clear();
-  Render().AppendTo(out);
+  text_sink_.AppendTo(out);
 }
 
 }  // namespace accelmon

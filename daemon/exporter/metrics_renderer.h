@@ -7,6 +7,7 @@
 #include <prometheus/metric_family.h>
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -44,25 +45,26 @@ class StateRenderer {
                 std::function<Clock::time_point()> clock = Clock::now)
       : store_(store), stats_(stats), clock_(std::move(clock)) {}
 
-  // Replaces `pieces` with the exposition, in pieces to write one after the other (what
-  // /metrics does: no copy into one string). Safe to call from several threads at once: each
-  // thread renders into buffers of its own, which it keeps for its next scrape; the pieces point
-  // into them and stay valid until the same thread renders again.
-  void RenderPieces(std::vector<std::string_view>& pieces) const;
-  // The same in one string (tests, tools).
+  // Renders the exposition into `sink` and replaces `pieces` with it, in pieces to write one
+  // after the other (what /metrics does: no copy into one string); they point into `sink`. Safe
+  // to call from several threads at once, each with its own sink: a sink reused from one scrape
+  // to the next keeps its capacity, so a steady-state scrape allocates nothing per series.
+  void RenderPieces(TextExpositionSink& sink, std::vector<std::string_view>& pieces) const;
+  // The same in one string (tests, tools), rendered into a sink this renderer keeps.
   void RenderText(std::string& out) const;
 
   // Also renders the diagnostics series (the diagnostics worker's latest snapshot).
   void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
 
  private:
-  // Renders into this thread's sink and returns it.
-  const TextExpositionSink& Render() const;
+  void Render(TextExpositionSink& sink) const;
 
   NodeStore& store_;
   ExporterStats& stats_;
   DiagnosticsService* diagnostics_ = nullptr;
   std::function<Clock::time_point()> clock_;
+  mutable std::mutex text_mu_;
+  mutable TextExpositionSink text_sink_;  // RenderText's, under text_mu_
 };
 
 }  // namespace accelmon
