@@ -6,6 +6,8 @@
 #include <set>
 #include <tuple>
 
+#include "diagnostics/rules/rule_state.h"
+
 namespace accelmon::diagnostics {
 namespace {
 
@@ -247,6 +249,18 @@ Subject DeviceSubject(const v1::DeviceTelemetry& device, std::string_view link) 
                  .link = std::string(link)};
 }
 
+namespace {
+
+// Whether a device of `report` has DeviceKey `key`.
+bool HasDevice(const v1::NodeReport& report, std::string_view key, std::string& scratch) {
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    if (DeviceKeyView(d, scratch) == key) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string DeviceKey(const v1::DeviceTelemetry& device) {
   return device.identity().uuid().empty() ? "#" + std::to_string(device.identity().index())
                                           : device.identity().uuid();
@@ -398,11 +412,9 @@ void Engine::Process(const v1::NodeReport& report) {
   }
 
   // Close what was not raised again, unless its device is missing from this report.
-  std::set<std::string, std::less<>> present;
-  for (const v1::DeviceTelemetry& d : report.devices()) present.insert(DeviceKey(d));
   for (auto open = state.open.begin(); open != state.open.end();) {
-    const bool device_missing =
-        !open->second.device_key.empty() && present.count(open->second.device_key) == 0;
+    const bool device_missing = !open->second.device_key.empty() &&
+                                !HasDevice(report, open->second.device_key, key_scratch_);
     if (open->second.raised) open->second.restored.pending = false;
     if (open->second.raised || device_missing || open->second.restored.Holds(now_ns)) {
       ++open;
@@ -417,21 +429,42 @@ void Engine::Process(const v1::NodeReport& report) {
   // The job rules, over each job this report's devices hold and each job that left the node. A
   // report without devices (its device collector failed this tick) says nothing about jobs.
   if (job_rules_.empty() || report.devices().empty()) return;
-  std::map<std::string, std::vector<const v1::DeviceTelemetry*>, std::less<>> by_job;
+  // One slice per job, in job order, in buffers kept from report to report: a steady report
+  // allocates nothing here.
+  size_t used = 0;
+  const auto slice_of = [&](std::string_view job) -> JobSlice& {
+    for (size_t i = 0; i < used; ++i) {
+      if (job_slices_[i].job == job) return job_slices_[i];
+    }
+    if (used == job_slices_.size()) job_slices_.emplace_back();
+    JobSlice& slice = job_slices_[used++];
+    slice.job = job;
+    slice.node = report.node();
+    slice.now_ns = now_ns;
+    slice.devices.clear();
+    return slice;
+  };
   for (const v1::DeviceTelemetry& d : report.devices()) {
     const std::string_view job = DeviceJob(d);
-    if (job.empty()) continue;
-    auto slot = by_job.find(job);
-    if (slot == by_job.end()) slot = by_job.try_emplace(std::string(job)).first;
-    slot->second.push_back(&d);
+    if (!job.empty()) slice_of(job).devices.push_back(&d);
   }
-  for (const std::string& job : state.jobs) by_job.try_emplace(job);
-  state.jobs.clear();
-  for (auto& [job, devices] : by_job) {
-    if (!devices.empty()) state.jobs.push_back(job);
-    ProcessJob(JobSlice{
-        .job = job, .node = report.node(), .now_ns = now_ns, .devices = std::move(devices)});
+  for (const std::string& job : state.jobs) slice_of(job);  // left the node: an empty slice
+  const auto slices = std::span(job_slices_).first(used);
+  std::sort(slices.begin(), slices.end(),
+            [](const JobSlice& a, const JobSlice& b) { return a.job < b.job; });
+  for (const JobSlice& slice : slices) ProcessJob(slice);
+  // The jobs the node holds now (the slices' views of state.jobs are not used past here).
+  size_t held = 0;
+  for (const JobSlice& slice : slices) {
+    if (slice.devices.empty()) continue;
+    if (held < state.jobs.size()) {
+      if (state.jobs[held] != slice.job) state.jobs[held] = slice.job;
+    } else {
+      state.jobs.emplace_back(slice.job);
+    }
+    ++held;
   }
+  state.jobs.resize(held);
 }
 
 Engine::JobState& Engine::JobFor(std::string_view job) {

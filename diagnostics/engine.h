@@ -107,6 +107,8 @@ class Engine {
   std::map<std::string, std::vector<Opening>, std::less<>> openings_;  // by job
   FindingListener listener_;
   EngineStats stats_;
+  std::vector<JobSlice> job_slices_;  // Process's, reused from report to report
+  std::string key_scratch_;           // DeviceKeyView's
 };
 
 }  // namespace accelmon::diagnostics

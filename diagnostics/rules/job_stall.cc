@@ -257,15 +257,11 @@ class JobStallAcrossNodesRule final : public JobRule {
   using NodeDevices = std::map<std::string, DeviceState, std::less<>>;  // by DeviceKey
 
   void Update(NodeDevices& devices, const JobSlice& slice) {
-    NodeDevices next;
-    for (const v1::DeviceTelemetry* device : slice.devices) {
-      const std::string key = DeviceKey(*device);
-      auto old = devices.find(key);
-      DeviceState& d = next[key];
-      if (old != devices.end()) d = std::move(old->second);
-      UpdateDevice(d, *device, slice.now_ns);
-    }
-    devices = std::move(next);  // devices that left the job leave its state
+    // Devices that left the job leave its state.
+    UpdateDeviceStates(devices, slice.devices, key_scratch_,
+                       [&](DeviceState& d, const v1::DeviceTelemetry& device) {
+                         UpdateDevice(d, device, slice.now_ns);
+                       });
   }
 
   void UpdateDevice(DeviceState& d, const v1::DeviceTelemetry& device, int64_t now) {
@@ -366,6 +362,7 @@ class JobStallAcrossNodesRule final : public JobRule {
 
   const JobStallConfig& config_;                           // the engine's: a reload changes it
   std::map<std::string, NodeDevices, std::less<>> nodes_;  // the job's nodes, by name
+  std::string key_scratch_;
 };
 
 }  // namespace

@@ -99,15 +99,10 @@ class JobStragglerRule final : public JobRule {
   };
 
   void Update(NodeRanks& node, const JobSlice& slice) {
-    Ranks next;
-    for (const v1::DeviceTelemetry* device : slice.devices) {
-      const std::string key = DeviceKey(*device);
-      auto old = node.ranks.find(key);
-      RankState& r = next[key];
-      if (old != node.ranks.end()) r = std::move(old->second);
-      UpdateRank(r, *device, slice.now_ns);
-    }
-    node.ranks = std::move(next);
+    UpdateDeviceStates(node.ranks, slice.devices, key_scratch_,
+                       [&](RankState& r, const v1::DeviceTelemetry& device) {
+                         UpdateRank(r, device, slice.now_ns);
+                       });
   }
 
   static void UpdateRank(RankState& r, const v1::DeviceTelemetry& device, int64_t now) {
@@ -309,6 +304,7 @@ class JobStragglerRule final : public JobRule {
 
   const JobStragglerConfig& config_;                     // the engine's: a reload changes it
   std::map<std::string, NodeRanks, std::less<>> nodes_;  // the job's nodes, by name
+  std::string key_scratch_;
   std::optional<Measure> measure_;
   double median_ = 0;
 };

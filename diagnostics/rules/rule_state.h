@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,32 @@ inline std::string_view DeviceKeyView(const v1::DeviceTelemetry& device, std::st
   scratch.assign("#");
   scratch += std::to_string(device.identity().index());
   return scratch;
+}
+
+// Brings per-device state kept by DeviceKey (a std::map<std::string, State, std::less<>>) to
+// exactly `devices`: a device that stays keeps its entry, found through DeviceKeyView, so a
+// steady report allocates nothing; a new device gets a fresh state and a device that left is
+// dropped. Calls update(state, device) for each device. (Rebuilding the map per report cost two
+// job rules a node and a key string per device and report, and contended for malloc's lock with
+// ingest's parse: bench/README.md, issue 39.)
+template <typename Map, typename Update>
+void UpdateDeviceStates(Map& states, const std::vector<const v1::DeviceTelemetry*>& devices,
+                        std::string& scratch, Update&& update) {
+  size_t seen = 0;
+  for (const v1::DeviceTelemetry* device : devices) {
+    const std::string_view key = DeviceKeyView(*device, scratch);
+    auto it = states.find(key);
+    if (it == states.end()) it = states.try_emplace(std::string(key)).first;
+    update(it->second, *device);
+    ++seen;
+  }
+  if (states.size() <= seen) return;  // no device left (the common case)
+  std::erase_if(states, [&](const auto& entry) {
+    for (const v1::DeviceTelemetry* device : devices) {
+      if (DeviceKeyView(*device, scratch) == entry.first) return false;
+    }
+    return true;
+  });
 }
 
 // State by name, found in O(1) while reports keep their order (the common case) and by a scan
