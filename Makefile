@@ -78,7 +78,7 @@ bench: test-deps build
 	cmake --build $(BUILD_DIR) --target benchmarks
 	bash bench/run.sh $(BUILD_DIR)
 
-# Issue 22's four goals only, each against its anchor, ending with one met/missed table (~3 min).
+# The core path's goals only (issue 39), each against its anchor, ending with one met/missed table (~5 min).
 bench-goals: test-deps build
 	cmake --build $(BUILD_DIR) --target benchmarks
 	bash bench/goals.sh $(BUILD_DIR)

@@ -116,6 +116,8 @@ record_result echo_reports_per_second "$echo_rate"
 record_result exporter_reports_per_second "$exp_rate"
 record_result exporter_samples_per_core "$(calc %.0f "$exp_samples / ($exp_cores > 0 ? $exp_cores : 1)")"
 record_result recording_reports_per_second "$rec_rate"
+record_result echo_cpu_us_per_report "$(calc %.2f "1e6 * $echo_cores / $echo_rate")"
+record_result exporter_cpu_us_per_report "$(calc %.2f "1e6 * $exp_cores / $exp_rate")"
 per_core() { calc %.0f "$1 / ($2 > 0 ? $2 : 1)"; }
 echo "### Ingest at saturation: ${sat_nodes} streams x ${sat_in_flight} in flight, 8 devices x 18 links (${bytes}-byte reports), ${sat_seconds} s each"
 echo
@@ -158,6 +160,7 @@ if [ -n "${fleet_sizes// /}" ]; then # FLEET_SIZES="" skips the fleets (bench/go
     max=$(awk '/^ack latency:/ {print $13}' "$out")
     lg_cores=$(awk '/^loadgen cpu:/ {print $3}' "$out")
     millicores=$(calc %.1f "($c1 - $c0) / $hz / ($t1 - $t0) * 1000")
+    record_result "fleet_${nodes}_p99_ms" "$p99"
     echo "| $nodes | $rate | $p50 ms | $p99 ms | $max ms | $millicores | $(calc %.1f "$kib / 1024") | $series | $(calc %.0f "($kib - $idle_kib) * 1024 / $series") | $(calc %.2f "$scrape_s") s | $lg_cores |"
     stop "$exporter_pid"
   done
@@ -187,36 +190,55 @@ if [ -n "${fleet_sizes// /}" ]; then # FLEET_SIZES="" skips the fleets (bench/go
 fi
 
 # --- 3. the agent at 1 Hz, node_exporter scraped at 1 Hz beside it ---------------------------------
+# agent_beside_node_exporter NAME ROOT [AGENT FLAGS...]: both over ROOT's proc and sys (ROOT empty:
+# this host's own) for $agent_seconds; sets agent_mc, ne_mc, agent_mib, ne_mib.
+agent_beside_node_exporter() {
+  local name=$1 root=$2
+  shift 2
+  "$accelmon" agent --exporter.address "127.0.0.1:$grpc_port" --node.name "bench-$name" \
+    --path.procfs "${root:-}/proc" --path.sysfs "${root:-}/sys" --collect.interval 1s \
+    --push.socket "" "$@" >"$work/agent-$name.log" 2>&1 &
+  local agent=$!
+  pids+=("$agent")
+  local ne_port
+  ne_port=$(free_port)
+  start_node_exporter "$root" "$ne_port" "$work/ne-$name.log"
+  local ne=$!
+  pids+=("$ne")
+  sleep 3 # warm up: first collections, connections
+  local a0 n0 t0 a1 n1 t1
+  a0=$(cpu_ns "$agent")
+  n0=$(cpu_ns "$ne")
+  t0=$(now)
+  for _ in $(seq "$agent_seconds"); do
+    curl -fs "127.0.0.1:$ne_port/metrics" >/dev/null || true
+    sleep 1
+  done
+  a1=$(cpu_ns "$agent")
+  n1=$(cpu_ns "$ne")
+  t1=$(now)
+  agent_mc=$(calc %.2f "($a1 - $a0) / 1e6 / ($t1 - $t0)")
+  ne_mc=$(calc %.2f "($n1 - $n0) / 1e6 / ($t1 - $t0)")
+  agent_mib=$(calc %.1f "$(rss_kib "$agent") / 1024")
+  ne_mib=$(calc %.1f "$(rss_kib "$ne") / 1024")
+  stop "$agent"
+  stop "$ne"
+}
+
 start_exporter agent-exporter
-"$accelmon" agent --exporter.address "127.0.0.1:$grpc_port" --node.name bench-agent --sim 8 \
-  --path.procfs "$root/proc" --path.sysfs "$root/sys" --collect.interval 1s --push.socket "" \
-  >"$work/agent.log" 2>&1 &
-agent=$!
-pids+=("$agent")
-ne_port=$(free_port)
-start_node_exporter "$root" "$ne_port" "$work/ne.log"
-ne=$!
-pids+=("$ne")
-sleep 3 # warm up: first collections, connections
-a0=$(cpu_ns "$agent")
-n0=$(cpu_ns "$ne")
-t0=$(now)
-for _ in $(seq "$agent_seconds"); do
-  curl -fs "127.0.0.1:$ne_port/metrics" >/dev/null || true
-  sleep 1
-done
-a1=$(cpu_ns "$agent")
-n1=$(cpu_ns "$ne")
-t1=$(now)
-agent_kib=$(rss_kib "$agent")
-ne_kib=$(rss_kib "$ne")
-echo "### Agent at 1 Hz: host collectors over tests/fixtures/host + 8 simulated devices, ${agent_seconds} s"
+echo "### Agent at 1 Hz beside node_exporter (9 host collectors, scraped once a second), ${agent_seconds} s each"
 echo
-echo "| process (same run, same fixture root) | CPU (millicores) | RSS (MiB) |"
-echo "| --- | --- | --- |"
-agent_mc=$(calc %.2f "($a1 - $a0) / 1e6 / ($t1 - $t0)")
-ne_mc=$(calc %.2f "($n1 - $n0) / 1e6 / ($t1 - $t0)")
-echo "| \`accelmon agent --sim 8\`, streaming to an exporter | $agent_mc | $(calc %.1f "$agent_kib / 1024") |"
-echo "| node_exporter, 9 host collectors, scraped once a second | $ne_mc | $(calc %.1f "$ne_kib / 1024") |"
+echo "| what both read | accelmon agent CPU (millicores) | node_exporter CPU (millicores) | agent less by | agent RSS (MiB) | node_exporter RSS (MiB) |"
+echo "| --- | --- | --- | --- | --- | --- |"
+agent_row() { echo "| $1 | $agent_mc | $ne_mc | $(calc %.1f× "$ne_mc / ($agent_mc > 0 ? $agent_mc : 1)") | $agent_mib | $ne_mib |"; }
+agent_beside_node_exporter fixture-sim "$root" --sim 8
+agent_row "tests/fixtures/host; the agent also simulates 8 devices"
+record_result agent_sim_millicores "$agent_mc"
+agent_beside_node_exporter fixture "$root"
+agent_row "tests/fixtures/host, host collectors only (the same host work)"
 record_result agent_millicores "$agent_mc"
 record_result node_exporter_millicores "$ne_mc"
+agent_beside_node_exporter host ""
+agent_row "this host's /proc and /sys, host collectors only"
+record_result agent_real_millicores "$agent_mc"
+record_result node_exporter_real_millicores "$ne_mc"

@@ -42,6 +42,8 @@ section "/metrics render: accelmon vs prometheus-cpp" render \
   gbench "$build/bench/render_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 section "/metrics over HTTP: plain, gzip and zstd against the peers' own gzip'd /metrics" scrape \
   bash bench/scrape_encodings.sh "$build"
+section "/metrics over HTTP at 50 k series" scrape-50k \
+  env SERIES=50000 bash bench/scrape_encodings.sh "$build"
 section "Offline diagnosis: accelmon diagnose" diagnose \
   gbench "$build/bench/diagnose_bench" --benchmark_min_time=0.5
 section "Attribution: the agent cycle with and without 64 Slurm processes" attribution \
@@ -49,12 +51,16 @@ section "Attribution: the agent cycle with and without 64 Slurm processes" attri
     --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true
 section "Ingest, latency, scale and agent cost: loadgen against a bare gRPC echo server" ingest \
   bash bench/ingest_vs_echo.sh "$build"
+section "Ingest's floor: one loadgen report parsed into an arena by protobuf alone" parse \
+  gbench "$build/bench/parse_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+section "Ingest against VictoriaMetrics: the same fleet by Prometheus remote write" ingest-vm \
+  bash bench/ingest_vs_vm.sh "$build"
 section "Restart: an exporter's start from a 1000-node recording" restart \
   bash bench/restart_from_recording.sh "$build"
 section "Status page: 1000 nodes in headless Chromium" status-page \
   bash bench/status_page.sh "$build"
 section "Diagnosis accuracy: every shipped scenario scored against its expect: list" \
   diagnosis-accuracy bash bench/diagnosis_accuracy.sh "$build"
-section "Goals of issue 22: ours against the anchors, from the runs above" goals \
+section "The core path's goals (issue 39): ours against the anchors, from the runs above" goals \
   /usr/bin/python3 bench/goals.py "$BENCH_RESULTS"
 echo "bench/README.md: tables rewritten; commit them with the run's context."

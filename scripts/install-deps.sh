@@ -18,6 +18,7 @@ BUILD=(
   libncurses-dev             # accelmon top's terminal UI
   libssl-dev libcrypt-dev    # TLS (also civetweb's HTTPS, which loads libcrypto.so), bcrypt
   libgtest-dev libgmock-dev libbenchmark-dev
+  libsnappy-dev              # bench: Prometheus remote write into VictoriaMetrics, the ingest peer
   curl
   dpkg-dev                   # make deb: dpkg-shlibdeps finds the package's library dependencies
 )

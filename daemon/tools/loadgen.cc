@@ -98,9 +98,10 @@ void SetLinksPerDevice(v1::NodeReport& report, int links) {
   }
 }
 
-// One node's simulated reports, serialised without sequence and timestamp.
-std::vector<std::string> BuildReportBodies(const std::string& node, const LoadgenOptions& options,
-                                           int64_t start_ns) {
+}  // namespace
+
+std::vector<std::string> LoadgenReportBodies(const std::string& node, const LoadgenOptions& options,
+                                             int64_t start_ns) {
   collectors::SimCollector sim(
       collectors::SimOptions{.devices = options.devices,
                              .seed = collectors::SimSeedForNode(node),
@@ -129,6 +130,8 @@ std::vector<std::string> BuildReportBodies(const std::string& node, const Loadge
   }
   return bodies;
 }
+
+namespace {
 
 // Ack latencies, shared by every stream without a lock: exact below 64 µs, then 32 buckets per
 // power of two (at most 3% wide).
@@ -321,7 +324,7 @@ LoadgenResult RunLoadgen(const LoadgenOptions& options) {
   bodies.reserve(static_cast<size_t>(options.nodes));
   const int64_t start_ns = WallClockNowNanos();
   for (int i = 0; i < options.nodes; ++i) {
-    bodies.push_back(BuildReportBodies(NodeName(options.node_prefix, i), options, start_ns));
+    bodies.push_back(LoadgenReportBodies(NodeName(options.node_prefix, i), options, start_ns));
   }
   if (!bodies.empty()) {
     std::array<uint8_t, kMaxTailBytes> tail{};

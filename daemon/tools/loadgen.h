@@ -68,6 +68,12 @@ struct LoadgenResult {
   uint64_t acknowledged() const { return applied + duplicate + rejected; }
 };
 
+// One node's simulated reports as loadgen sends them (devices and links as `options` says),
+// serialised without sequence and timestamp, which each send appends. Also what
+// bench/parse_bench.cc parses: the ingest floor's "same bytes".
+std::vector<std::string> LoadgenReportBodies(const std::string& node, const LoadgenOptions& options,
+                                             int64_t start_ns);
+
 // Runs the load for `options.duration`, then waits for the outstanding acks. Never throws for
 // network trouble: it ends up in `errors`.
 LoadgenResult RunLoadgen(const LoadgenOptions& options);
