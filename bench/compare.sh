@@ -30,14 +30,8 @@ echo
 /usr/bin/python3 - "$old" "$new" <<'PY'
 import sys
 
-def load(path):
-    values = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            key, _, value = line.rstrip("\n").partition("\t")
-            if value:
-                values[key] = float(value)
-    return values
+sys.path.insert(0, "bench")
+from goals import load  # the same reading of a results file as the goals table
 
 old, new = load(sys.argv[1]), load(sys.argv[2])
 print("| measure | old | new | new/old |")

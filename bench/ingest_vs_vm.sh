@@ -17,33 +17,13 @@ build=${1:-build}
 seconds=${VM_SECONDS:-10}
 connections=${VM_CONNECTIONS:-4}
 accelmon=$build/accelmon
-hz=$(getconf CLK_TCK)
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-now() { date +%s.%N; }
-calc() { awk "BEGIN { printf \"$1\", $2 }"; }
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
+source "$(dirname "$0")/load_lib.sh"
 # The fleet's series, as the exporter serves them.
-"$accelmon" exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
-  --no-diagnostics >"$work/exporter.log" 2>&1 &
-exporter=$!
-pids+=("$exporter")
-for _ in $(seq 200); do grep -qs "ingest on" "$work/exporter.log" && break; sleep 0.05; done
-ports=$(grep -Eo 'port [0-9]+' "$work/exporter.log" | grep -Eo '[0-9]+')
-grpc_port=$(sed -n 1p <<<"$ports")
-web_port=$(sed -n 2p <<<"$ports")
+start_exporter fleet --no-diagnostics
 "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes 32 --devices 8 \
   --links-per-device 18 --interval 1s --duration 3s >"$work/loadgen.out" 2>&1
 curl -fsS -o "$work/fleet.txt" "127.0.0.1:$web_port/metrics"
-kill "$exporter"
+stop "$exporter_pid"
 
 vm_port=$(free_port)
 victoria-metrics -storageDataPath "$work/vm" -httpListenAddr "127.0.0.1:$vm_port" \

@@ -3,7 +3,6 @@
 
 #include <charconv>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
