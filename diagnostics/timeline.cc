@@ -189,6 +189,12 @@ std::string InputLine(const InputSummary& in) {
     s += ", " + FormatRfc3339(*in.first_ns) + " .. " + FormatRfc3339(*in.last_ns) + " (" +
          FormatDuration(std::chrono::nanoseconds(*in.last_ns - *in.first_ns)) + ")";
   }
+  if (in.recordings > 1) {
+    s += "; " + Plural(in.recordings, "recording", "recordings") + " merged by time";
+    if (in.duplicates > 0) {
+      s += ", " + Plural(in.duplicates, "report", "reports") + " held by two of them read once";
+    }
+  }
   if (in.damaged_regions > 0) {
     s += "; DAMAGED: " + Plural(in.damaged_regions, "region", "regions") + ", " +
          SizeText(static_cast<double>(in.damaged_bytes)) + " bytes lost";
@@ -450,6 +456,9 @@ void WriteJson(std::ostream& out, std::span<const v1::Finding> findings,
       << ", \"last\": " << JsonTime(input.last_ns) << ", \"damage\": " << input.damaged_regions
       << ", \"damaged_bytes\": " << input.damaged_bytes
       << ", \"out_of_order\": " << input.out_of_order;
+  if (input.recordings > 1) {
+    out << ", \"recordings\": " << input.recordings << ", \"duplicates\": " << input.duplicates;
+  }
   if (!input.job.empty()) {
     out << ", \"job\": {\"id\": " << JsonString(input.job) << ", \"nodes\": [";
     for (size_t i = 0; i < input.job_nodes.size(); ++i) {

@@ -30,8 +30,10 @@ namespace accelmon::diagnostics {
 
 // What the findings were found in.
 struct InputSummary {
-  std::string input{};  // as given on the command line
-  uint64_t reports = 0;
+  std::string input{};      // as given on the command line ("a b" for several recordings)
+  uint64_t recordings = 1;  // inputs read as one
+  uint64_t reports = 0;     // read, duplicates included
+  uint64_t duplicates = 0;  // several recordings: reports two of them held, read once
   uint64_t nodes = 0;
   std::optional<int64_t> first_ns{};  // oldest report
   std::optional<int64_t> last_ns{};   // newest report

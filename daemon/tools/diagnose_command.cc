@@ -24,7 +24,6 @@ namespace accelmon {
 namespace {
 
 using recording::RecordingError;
-using recording::RecordingReader;
 
 // The rules --rules names, in the documented order; unknown ids are an error listing the known.
 std::optional<std::vector<diagnostics::RuleDefinition>> SelectRules(
@@ -55,14 +54,14 @@ std::optional<std::vector<diagnostics::RuleDefinition>> SelectRules(
 
 // Reads the input again for the plots around the findings (html).
 std::vector<std::vector<diagnostics::SeriesPoint>> CollectSeries(
-    const std::string& input, const std::vector<v1::Finding>& findings) {
+    const std::vector<std::string>& inputs, const std::vector<v1::Finding>& findings) {
   diagnostics::SeriesCollector collector(findings);
-  auto reader = OpenRecordingInput(input);
+  auto reader = OpenRecordingInput(inputs);
   if (reader) {
     Progress progress("plots", reader->bytes_total());
     while (const v1::NodeReport* report = reader->Next()) {
       collector.Add(*report);
-      progress.Update(reader->bytes_done(), reader->summary().reports);
+      progress.Update(reader->bytes_done(), reader->reports());
     }
   }
   std::vector<std::vector<diagnostics::SeriesPoint>> series;
@@ -74,7 +73,8 @@ std::vector<std::vector<diagnostics::SeriesPoint>> CollectSeries(
 }  // namespace
 
 int Diagnose(const DiagnoseOptions& o) {
-  if (o.format == "html" && o.input == "-") {
+  const bool stdin_input = std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end();
+  if (o.format == "html" && stdin_input) {
     std::fprintf(stderr,
                  "accelmon: --format html reads the input twice (once more for the plots) and "
                  "cannot from standard input; save it to a file first\n");
@@ -120,7 +120,12 @@ int Diagnose(const DiagnoseOptions& o) {
     }
   }
 
-  auto reader = OpenRecordingInput(o.input);
+  if (stdin_input && o.inputs.size() > 1) {
+    std::fprintf(stderr, "accelmon: standard input (\"-\") can only be read alone\n");
+    return kExitUsage;
+  }
+  const std::string input_name = JoinInputs(o.inputs);
+  auto reader = OpenRecordingInput(o.inputs);
   if (!reader) return kExitUsage;
 
   // Opened before the (possibly long) run, so a bad path fails at once.
@@ -139,7 +144,7 @@ int Diagnose(const DiagnoseOptions& o) {
   });
 
   Progress progress("diagnose", reader->bytes_total());
-  diagnostics::InputSummary summary{.input = o.input};
+  diagnostics::InputSummary summary{.input = input_name, .recordings = o.inputs.size()};
   std::set<std::string, std::less<>> nodes;
   std::set<std::string, std::less<>> job_nodes;
   std::set<std::pair<std::string, std::string>> job_devices;  // node, device key
@@ -157,14 +162,14 @@ int Diagnose(const DiagnoseOptions& o) {
     const int64_t t = ToNanos(report->timestamp());
     if (!summary.first_ns || t < *summary.first_ns) summary.first_ns = t;
     if (!summary.last_ns || t > *summary.last_ns) summary.last_ns = t;
-    const auto& damage = reader->summary().damage;
+    const auto& damage = reader->damage();
     if (damage_printed < damage.size()) {
       progress.Clear();
       for (; damage_printed < damage.size(); ++damage_printed) {
         std::fprintf(stderr, "accelmon: %s\n", DescribeDamage(damage[damage_printed]).c_str());
       }
     }
-    progress.Update(reader->bytes_done(), reader->summary().reports);
+    progress.Update(reader->bytes_done(), reader->reports());
   }
   progress.Clear();
   const recording::ReadSummary& read = reader->summary();
@@ -179,12 +184,13 @@ int Diagnose(const DiagnoseOptions& o) {
     summary.job_nodes.assign(job_nodes.begin(), job_nodes.end());
     summary.job_devices = job_devices.size();
     if (job_nodes.empty()) {
-      std::fprintf(stderr, "accelmon: note: no device in %s was held by job %s\n", o.input.c_str(),
-                   o.job.c_str());
+      std::fprintf(stderr, "accelmon: note: no device in %s was held by job %s\n",
+                   input_name.c_str(), o.job.c_str());
     }
   }
   diagnostics::SortFindings(findings);
   summary.reports = read.reports;
+  summary.duplicates = reader->duplicates();
   summary.nodes = nodes.size();
   summary.damaged_regions = read.damage.size();
   summary.damaged_bytes = read.damaged_bytes();
@@ -196,14 +202,14 @@ int Diagnose(const DiagnoseOptions& o) {
     const diagnostics::Score score =
         diagnostics::ComputeScore(*expectations, findings, summary.first_ns.value_or(0));
     if (o.format == "json") {
-      diagnostics::WriteScoreJson(out, score, o.input);
+      diagnostics::WriteScoreJson(out, score, input_name);
     } else {
-      diagnostics::WriteScoreText(out, score, o.input);
+      diagnostics::WriteScoreText(out, score, input_name);
     }
   } else if (o.format == "json") {
     diagnostics::WriteJson(out, findings, summary);
   } else if (o.format == "html") {
-    const auto series = CollectSeries(o.input, findings);
+    const auto series = CollectSeries(o.inputs, findings);
     diagnostics::WriteHtml(out, findings, summary, series);
   } else {
     diagnostics::WriteText(out, findings, summary);
@@ -225,7 +231,7 @@ int Diagnose(const DiagnoseOptions& o) {
     std::fprintf(stderr,
                  "accelmon: %s: %llu damaged region(s), %s lost; the findings cover everything "
                  "else\n",
-                 o.input.c_str(), static_cast<unsigned long long>(summary.damaged_regions),
+                 input_name.c_str(), static_cast<unsigned long long>(summary.damaged_regions),
                  HumanBytes(summary.damaged_bytes).c_str());
     return kExitFailure;
   }
@@ -238,9 +244,11 @@ void AddDiagnoseCommand(CLI::App& app, DiagnoseCommand& c) {
       "Run the diagnostics rules over a recording or JSON Lines and print what they find: an "
       "incident timeline, JSON, or one HTML page with a plot around each finding");
   c.app
-      ->add_option("INPUT", c.options.input,
+      ->add_option("INPUT", c.options.inputs,
                    "Recording directory, segment file (.seg), JSON Lines file, or \"-\" for JSON "
-                   "Lines on standard input (not with --format html)")
+                   "Lines on standard input (not with --format html). Several (one per exporter of "
+                   "a fleet) are read as one: merged by report time, a report two of them hold "
+                   "(a node that moved between exporters) read once")
       ->required();
   c.app->add_option("--diagnostics.config", c.options.config,
                     "Diagnostics thresholds (YAML, as diagnostics/defaults.yaml; default: the "

@@ -1,7 +1,7 @@
 // `accelmon diagnose`: runs the diagnostics rules offline over a recording (directory or .seg) or
-// JSON Lines and prints what they find as a timeline, JSON or one HTML page with plots. The
-// rules and thresholds are the exporter's (diagnostics/), so a recording diagnosed offline finds
-// what the exporter found live.
+// JSON Lines, or over several exporters' recordings read as one, and prints what they find as a
+// timeline, JSON or one HTML page with plots. The rules and thresholds are the exporter's
+// (diagnostics/), so a recording diagnosed offline finds what the exporter found live.
 //
 // Exit codes: 0 it ran (findings or not); 1 the input had damage (the findings over everything
 // else are still printed, stderr says what was lost); 2 usage errors, a bad --config, an input
@@ -29,7 +29,9 @@ namespace accelmon {
 SubcommandRunner RegisterDiagnoseCommand(CLI::App& app);
 
 struct DiagnoseOptions {
-  std::string input{};               // recording directory, .seg, JSON Lines file or "-"
+  // Recording directories, .seg, JSON Lines files or "-"; several are read as one (one per
+  // exporter of a fleet), merged by report time, each report once.
+  std::vector<std::string> inputs{};
   std::string config{};              // diagnostics config YAML; empty: the built-in defaults
   std::string format = "text";       // text, json, html
   std::string output = "-";          // "-": standard output

@@ -30,9 +30,9 @@ namespace accelmon {
 namespace {
 
 using recording::DamageReport;
+using recording::MergedReader;
 using recording::ReadSummary;
 using recording::RecordingError;
-using recording::RecordingReader;
 
 std::string Plural(uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -41,10 +41,10 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
 // Prints damage the reader met since the last call to stderr, as it goes.
 class DamagePrinter {
  public:
-  DamagePrinter(const RecordingReader& reader, Progress& progress)
+  DamagePrinter(const MergedReader& reader, Progress& progress)
       : reader_(reader), progress_(progress) {}
   void Flush() {
-    const auto& damage = reader_.summary().damage;
+    const auto& damage = reader_.damage();
     if (printed_ == damage.size()) return;
     progress_.Clear();
     for (; printed_ < damage.size(); ++printed_) {
@@ -53,7 +53,7 @@ class DamagePrinter {
   }
 
  private:
-  const RecordingReader& reader_;
+  const MergedReader& reader_;
   Progress& progress_;
   size_t printed_ = 0;
 };
@@ -108,8 +108,29 @@ std::optional<double> ParseSpeed(const std::string& text) {
 
 }  // namespace
 
-int RecordInspect(const std::string& input) {
-  auto reader = OpenRecordingInput(input);
+// What inspect prints of one input: its format, files and size, and a line per segment.
+void PrintInputSegments(const std::string& input, const ReadSummary& s) {
+  std::printf("%s: %s, %s, %s\n", input.c_str(), FormatName(s.format), Files(s).c_str(),
+              HumanBytes(s.bytes).c_str());
+  std::printf("\n%-26s %10s %9s  %-24s  %-24s  %-9s %s\n", "SEGMENT", "SIZE", "REPORTS", "FIRST",
+              "LAST", "WRITER", "DAMAGE");
+  for (const recording::SegmentSummary& seg : s.segments) {
+    std::string damage = seg.damaged_bytes > 0 ? HumanBytes(seg.damaged_bytes) + " lost" : "-";
+    if (seg.torn_tail_bytes > 0) {
+      damage +=
+          (damage == "-" ? "" : ", ") + std::string("torn tail ") + HumanBytes(seg.torn_tail_bytes);
+    }
+    std::printf("%-26s %10s %9llu  %-24s  %-24s  %-9s %s\n", BaseName(seg.path).c_str(),
+                HumanBytes(seg.bytes).c_str(), static_cast<unsigned long long>(seg.reports),
+                seg.first_time_ns ? FormatRfc3339(*seg.first_time_ns).c_str() : "-",
+                seg.last_time_ns ? FormatRfc3339(*seg.last_time_ns).c_str() : "-",
+                seg.writer.empty() ? "-" : seg.writer.c_str(), damage.c_str());
+  }
+}
+
+int RecordInspect(const std::vector<std::string>& inputs) {
+  const std::string input = JoinInputs(inputs);
+  auto reader = OpenRecordingInput(inputs);
   if (!reader) return kExitUsage;
   Progress progress("inspect", reader->bytes_total());
   // Devices by node: uuid, or index when a device has none.
@@ -122,15 +143,15 @@ int RecordInspect(const std::string& input) {
       devices.insert(d.identity().uuid().empty() ? "#" + std::to_string(d.identity().index())
                                                  : d.identity().uuid());
     }
-    progress.Update(reader->bytes_done(), reader->summary().reports);
+    progress.Update(reader->bytes_done(), reader->reports());
   }
   progress.Clear();
 
   const ReadSummary& s = reader->summary();
-  std::printf("%s: %s, %s, %s\n", input.c_str(), FormatName(s.format), Files(s).c_str(),
-              HumanBytes(s.bytes).c_str());
-  std::printf("\n%-26s %10s %9s  %-24s  %-24s  %-9s %s\n", "SEGMENT", "SIZE", "REPORTS", "FIRST",
-              "LAST", "WRITER", "DAMAGE");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) std::printf("\n");
+    PrintInputSegments(inputs[i], reader->reader(i).summary());
+  }
   std::optional<int64_t> first;
   std::optional<int64_t> last;
   uint64_t report_bytes = 0;
@@ -138,16 +159,6 @@ int RecordInspect(const std::string& input) {
     if (seg.first_time_ns && (!first || *seg.first_time_ns < *first)) first = seg.first_time_ns;
     if (seg.last_time_ns && (!last || *seg.last_time_ns > *last)) last = seg.last_time_ns;
     report_bytes += seg.report_bytes;
-    std::string damage = seg.damaged_bytes > 0 ? HumanBytes(seg.damaged_bytes) + " lost" : "-";
-    if (seg.torn_tail_bytes > 0) {
-      damage +=
-          (damage == "-" ? "" : ", ") + std::string("torn tail ") + HumanBytes(seg.torn_tail_bytes);
-    }
-    std::printf("%-26s %10s %9llu  %-24s  %-24s  %-9s %s\n", BaseName(seg.path).c_str(),
-                HumanBytes(seg.bytes).c_str(), static_cast<unsigned long long>(seg.reports),
-                seg.first_time_ns ? FormatRfc3339(*seg.first_time_ns).c_str() : "-",
-                seg.last_time_ns ? FormatRfc3339(*seg.last_time_ns).c_str() : "-",
-                seg.writer.empty() ? "-" : seg.writer.c_str(), damage.c_str());
   }
 
   size_t devices = 0;
@@ -176,6 +187,10 @@ int RecordInspect(const std::string& input) {
   std::printf("Devices:       %zu\n", devices);
   std::printf("Reports:       %llu in %llu records\n", static_cast<unsigned long long>(s.reports),
               static_cast<unsigned long long>(s.records));
+  if (inputs.size() > 1) {
+    std::printf("Duplicates:    %s held by two recordings, counted once above per node\n",
+                Plural(reader->duplicates(), "report", "reports").c_str());
+  }
   if (s.reports > 0) {
     std::printf("Bytes/report:  %.0f",
                 static_cast<double>(s.bytes) / static_cast<double>(s.reports));
@@ -200,12 +215,12 @@ int RecordInspect(const std::string& input) {
   return kExitOk;
 }
 
-int RecordVerify(const std::string& input) {
-  auto reader = OpenRecordingInput(input);
+int RecordVerify(const std::vector<std::string>& inputs) {
+  const std::string input = JoinInputs(inputs);
+  auto reader = OpenRecordingInput(inputs);
   if (!reader) return kExitUsage;
   Progress progress("verify", reader->bytes_total());
-  while (reader->Next() != nullptr)
-    progress.Update(reader->bytes_done(), reader->summary().reports);
+  while (reader->Next() != nullptr) progress.Update(reader->bytes_done(), reader->reports());
   progress.Clear();
 
   const ReadSummary& s = reader->summary();
@@ -230,8 +245,9 @@ int RecordVerify(const std::string& input) {
   return s.clean() ? kExitOk : kExitFailure;
 }
 
-int RecordExportJsonl(const std::string& input, const std::string& output) {
-  auto reader = OpenRecordingInput(input);
+int RecordExportJsonl(const std::vector<std::string>& inputs, const std::string& output) {
+  const std::string input = JoinInputs(inputs);
+  auto reader = OpenRecordingInput(inputs);
   if (!reader) return kExitUsage;
   const bool to_stdout = output == "-";
   std::FILE* out = to_stdout ? stdout : std::fopen(output.c_str(), "wb");
@@ -253,7 +269,7 @@ int RecordExportJsonl(const std::string& input, const std::string& output) {
       buffer.clear();
     }
     damage.Flush();
-    progress.Update(reader->bytes_done(), reader->summary().reports);
+    progress.Update(reader->bytes_done(), reader->reports());
     if (write_failed) break;
   }
   damage.Flush();
@@ -290,7 +306,7 @@ int RecordImportJsonl(const std::string& jsonl, const std::string& dir, uint64_t
       return kExitUsage;
     }
   }
-  auto reader = OpenRecordingInput(jsonl, {.json_lines = true});
+  auto reader = OpenRecordingInput({jsonl}, {.json_lines = true});
   if (!reader) return kExitUsage;
   if (reader->format() != recording::InputFormat::kJsonLines) {
     std::fprintf(stderr, "accelmon: %s: a directory; --jsonl takes a JSON Lines file or -\n",
@@ -324,7 +340,7 @@ int RecordImportJsonl(const std::string& jsonl, const std::string& dir, uint64_t
         batch.Clear();
       }
       damage.Flush();
-      progress.Update(reader->bytes_done(), reader->summary().reports);
+      progress.Update(reader->bytes_done(), reader->reports());
     }
     damage.Flush();
     writer->AppendBatch(batch);
@@ -370,7 +386,12 @@ int Replay(RecordingCommands& c) {
       return kExitUsage;
     }
   }
-  auto reader = OpenRecordingInput(c.input);
+  const std::string input = JoinInputs(c.inputs);
+  if (c.inputs.size() > 1 && std::find(c.inputs.begin(), c.inputs.end(), "-") != c.inputs.end()) {
+    std::fprintf(stderr, "accelmon: standard input (\"-\") can only be read alone\n");
+    return kExitUsage;
+  }
+  auto reader = OpenRecordingInput(c.inputs);
   if (!reader) return kExitUsage;
   Progress progress("replay", reader->bytes_total());
 
@@ -383,7 +404,7 @@ int Replay(RecordingCommands& c) {
       std::fprintf(stderr, "accelmon: %s\n", e.what());
       return kExitFailure;
     }
-    WarnDamaged(c.input, reader->summary(), false);
+    WarnDamaged(input, reader->summary(), false);
     std::optional<int64_t> first;
     std::optional<int64_t> last;
     if (summary.first_timestamp_ms) first = *summary.first_timestamp_ms * 1'000'000;
@@ -394,6 +415,10 @@ int Replay(RecordingCommands& c) {
                 Plural(summary.samples, "sample", "samples").c_str(),
                 Plural(summary.series, "series", "series").c_str(),
                 FormatRange(first, last).c_str());
+    if (reader->duplicates() > 0) {
+      std::printf("%s held by two recordings written once\n",
+                  Plural(reader->duplicates(), "report", "reports").c_str());
+    }
     if (summary.reports_without_timestamp > 0) {
       std::printf("skipped %s without a timestamp\n",
                   Plural(summary.reports_without_timestamp, "report", "reports").c_str());
@@ -416,7 +441,7 @@ int Replay(RecordingCommands& c) {
                                           &progress);
   for (const std::string& error : r.errors) std::fprintf(stderr, "accelmon: %s\n", error.c_str());
   if (r.nodes == 0 && !r.errors.empty()) return kExitFailure;  // never connected
-  WarnDamaged(c.input, reader->summary(), false);
+  WarnDamaged(input, reader->summary(), false);
   std::printf("replayed %s of %s to %s in %s: %llu applied, %llu duplicate, %llu rejected",
               Plural(r.sent, "report", "reports").c_str(), Plural(r.nodes, "node", "nodes").c_str(),
               c.exporter_address.c_str(), FormatDuration(r.elapsed).c_str(),
@@ -431,6 +456,10 @@ int Replay(RecordingCommands& c) {
     std::printf(" (%s)", reasons.c_str());
   }
   std::printf("\n");
+  if (reader->duplicates() > 0) {
+    std::printf("%s held by two recordings sent once\n",
+                Plural(reader->duplicates(), "report", "reports").c_str());
+  }
   if (r.duplicate > 0 && r.applied == 0) {
     std::printf(
         "note: every report was a duplicate: this exporter has applied them before (a replay "
@@ -454,16 +483,18 @@ void AddRecordingCommands(CLI::App& app, RecordingCommands& c) {
       "record", "Look into, check, export and import flight recordings (--record.dir)");
   record->require_subcommand(1);
   const std::string input_help =
-      "Recording directory, segment file (.seg) or JSON Lines file (one NodeReport per line)";
+      "Recording directory, segment file (.seg) or JSON Lines file (one NodeReport per line); "
+      "several (one per exporter of a fleet) are read as one, merged by report time, a report "
+      "two of them hold read once";
 
   c.inspect = record->add_subcommand(
       "inspect", "Segments, time range, nodes, devices, reports and bytes per report");
-  c.inspect->add_option("INPUT", c.input, input_help)->required();
+  c.inspect->add_option("INPUT", c.inputs, input_help)->required();
 
   c.verify = record->add_subcommand(
       "verify",
       "Read everything; exit 0 with a one-line summary, or 1 listing every damaged region");
-  c.verify->add_option("INPUT", c.input, input_help)->required();
+  c.verify->add_option("INPUT", c.inputs, input_help)->required();
 
   c.export_jsonl = record->add_subcommand(
       "export", "Write a recording as JSON Lines (protobuf JSON of one NodeReport per line)");
@@ -471,7 +502,7 @@ void AddRecordingCommands(CLI::App& app, RecordingCommands& c) {
   c.export_jsonl->add_option("-o,--output", c.output, "File to write (\"-\": standard output)")
       ->check(kNotEmpty)
       ->capture_default_str();
-  c.export_jsonl->add_option("INPUT", c.input, input_help)->required();
+  c.export_jsonl->add_option("INPUT", c.inputs, input_help)->required();
 
   c.import_jsonl = record->add_subcommand(
       "import", "Write JSON Lines into a new recording directory; bad lines are skipped");
@@ -489,7 +520,7 @@ void AddRecordingCommands(CLI::App& app, RecordingCommands& c) {
       "replay",
       "Feed a recording to an exporter as if its nodes were live, or write OpenMetrics files "
       "for Prometheus backfill");
-  c.replay->add_option("INPUT", c.input, input_help + "; \"-\": JSON Lines on stdin")->required();
+  c.replay->add_option("INPUT", c.inputs, input_help + "; \"-\": JSON Lines on stdin")->required();
   CLI::Option* address =
       c.replay
           ->add_option("--exporter.address", c.exporter_address,
@@ -517,9 +548,9 @@ void AddRecordingCommands(CLI::App& app, RecordingCommands& c) {
 
 std::optional<int> RunRecordingCommand(RecordingCommands& c) {
   try {
-    if (c.inspect->parsed()) return RecordInspect(c.input);
-    if (c.verify->parsed()) return RecordVerify(c.input);
-    if (c.export_jsonl->parsed()) return RecordExportJsonl(c.input, c.output);
+    if (c.inspect->parsed()) return RecordInspect(c.inputs);
+    if (c.verify->parsed()) return RecordVerify(c.inputs);
+    if (c.export_jsonl->parsed()) return RecordExportJsonl(c.inputs, c.output);
     if (c.import_jsonl->parsed()) {
       return RecordImportJsonl(c.import_from, c.import_dir, *ParseByteSize(c.segment_size),
                                c.compression == "zstd");

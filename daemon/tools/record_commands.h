@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "daemon/common/subcommand.h"
 #include "daemon/common/tls.h"
@@ -26,10 +27,10 @@ struct RecordingCommands {
   CLI::App* import_jsonl = nullptr;
   CLI::App* replay = nullptr;
 
-  std::string input;         // recording directory, .seg file or JSON Lines file
-  bool jsonl = false;        // export --jsonl
-  std::string output = "-";  // export -o
-  std::string import_from;   // import --jsonl FILE|-
+  std::vector<std::string> inputs;  // recording directories, .seg or JSON Lines files
+  bool jsonl = false;               // export --jsonl
+  std::string output = "-";         // export -o
+  std::string import_from;          // import --jsonl FILE|-
   std::string import_dir;
   std::string segment_size = "64MiB";
   std::string compression = "zstd";

@@ -4,14 +4,20 @@
 
 namespace accelmon {
 
-std::unique_ptr<recording::RecordingReader> OpenRecordingInput(const std::string& input,
-                                                               recording::ReaderOptions options) {
+std::unique_ptr<recording::MergedReader> OpenRecordingInput(const std::vector<std::string>& inputs,
+                                                            recording::ReaderOptions options) {
   try {
-    return std::make_unique<recording::RecordingReader>(input, options);
+    return std::make_unique<recording::MergedReader>(inputs, options);
   } catch (const recording::RecordingError& e) {
     std::fprintf(stderr, "accelmon: %s\n", e.what());
     return nullptr;
   }
+}
+
+std::string JoinInputs(const std::vector<std::string>& inputs) {
+  std::string joined;
+  for (const std::string& input : inputs) joined += (joined.empty() ? "" : " ") + input;
+  return joined;
 }
 
 std::string DescribeDamage(const recording::DamageReport& d) {

@@ -56,7 +56,7 @@ int64_t TimeShift::Apply(int64_t ns) const {
   return now_ns_ + static_cast<int64_t>(speed_ > 0 ? offset / speed_ : offset);
 }
 
-ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOptions& options,
+ReplayResult ReplayToExporter(recording::MergedReader& reader, const ReplayOptions& options,
                               Progress* progress) {
   ReplayResult result;
   const auto started = SteadyClock::now();
@@ -139,7 +139,7 @@ ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOp
   return result;
 }
 
-OpenMetricsWriter::Summary ReplayToOpenMetrics(recording::RecordingReader& reader,
+OpenMetricsWriter::Summary ReplayToOpenMetrics(recording::MergedReader& reader,
                                                const std::string& out_dir, Progress* progress) {
   OpenMetricsWriter writer(out_dir);
   uint64_t read = 0;

@@ -11,7 +11,7 @@
 
 #include "daemon/common/tls.h"
 #include "daemon/tools/openmetrics_writer.h"
-#include "recording/recording_reader.h"
+#include "recording/merged_reader.h"
 
 namespace accelmon {
 
@@ -46,15 +46,15 @@ struct ReplayResult {
   uint64_t acknowledged() const { return applied + duplicate + rejected; }
 };
 
-// Streams every report of `reader`, one gRPC stream per node, and waits for every ack. Never
-// throws for network trouble: it ends up in `errors`.
-ReplayResult ReplayToExporter(recording::RecordingReader& reader, const ReplayOptions& options,
+// Streams every report of `reader` (one recording or several merged), one gRPC stream per node, and
+// waits for every ack. Never throws for network trouble: it ends up in `errors`.
+ReplayResult ReplayToExporter(recording::MergedReader& reader, const ReplayOptions& options,
                               Progress* progress = nullptr);
 
 // Renders every report of `reader` into OpenMetrics files in `out_dir` (see
 // OpenMetricsWriter), at their recorded timestamps. Throws std::runtime_error when a file cannot
 // be written.
-OpenMetricsWriter::Summary ReplayToOpenMetrics(recording::RecordingReader& reader,
+OpenMetricsWriter::Summary ReplayToOpenMetrics(recording::MergedReader& reader,
                                                const std::string& out_dir,
                                                Progress* progress = nullptr);
 

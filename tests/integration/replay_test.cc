@@ -13,6 +13,7 @@
 #include "daemon/tools/progress.h"
 #include "proto/time_format.h"
 #include "recording/jsonl.h"
+#include "recording/merged_reader.h"
 #include "support/loopback_exporter.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
@@ -73,7 +74,7 @@ TEST_F(ReplayTest, EveryReportIsAcknowledgedOnItsNodesStream) {
   reports.push_back(Report("c", 1, now + 3600));  // an hour ahead: refused
   const std::string path = WriteJsonl(reports);
 
-  recording::RecordingReader reader(path);
+  recording::MergedReader reader({path});
   const ReplayResult r = ReplayToExporter(reader, Options());
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
   EXPECT_EQ(r.nodes, 3u);
@@ -86,7 +87,7 @@ TEST_F(ReplayTest, EveryReportIsAcknowledgedOnItsNodesStream) {
   EXPECT_EQ(exporter_->store().size(), 2u);
 
   // The same reports again: the exporter has them already.
-  recording::RecordingReader again(path);
+  recording::MergedReader again({path});
   const ReplayResult second = ReplayToExporter(again, Options());
   EXPECT_EQ(second.duplicate, 100u);
   EXPECT_EQ(second.applied, 0u);
@@ -98,7 +99,7 @@ TEST_F(ReplayTest, ShiftToNowStampsTheFirstReportNow) {
   ReplayOptions options = Options();
   options.shift_to_now = true;
   const auto before = std::chrono::system_clock::now();
-  recording::RecordingReader reader(path);
+  recording::MergedReader reader({path});
   const ReplayResult r = ReplayToExporter(reader, options);
   ASSERT_EQ(r.applied, 2u);
   const auto nodes = exporter_->store().Snapshot(Clock::now());
@@ -116,7 +117,7 @@ TEST_F(ReplayTest, AnUnreachableExporterIsAnErrorNotAWait) {
   ReplayOptions options = Options();
   const testing::ReservedPort nothing_listens;  // and nothing else can take the port meanwhile
   options.exporter_address = nothing_listens.address();
-  recording::RecordingReader reader(path);
+  recording::MergedReader reader({path});
   const ReplayResult r = ReplayToExporter(reader, options);
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_NE(r.errors[0].find("cannot reach the exporter"), std::string::npos) << r.errors[0];
