@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "daemon/common/tls.h"
+#include "daemon/exporter/node_summary.h"
 
 namespace accelmon {
 
@@ -213,6 +214,30 @@ grpc::ServerUnaryReactor* QueryService::GetFindings(grpc::CallbackServerContext*
   std::vector<v1::Finding> findings = diagnostics_.Findings(
       {request->nodes().begin(), request->nodes().end()}, request->include_closed());
   for (v1::Finding& f : findings) *response->add_findings() = std::move(f);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* QueryService::GetSummary(grpc::CallbackServerContext* context,
+                                                   const v1::GetSummaryRequest* request,
+                                                   v1::GetSummaryResponse* response) {
+  if (auto refused = RefuseReader(context)) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(*refused);
+    return reactor;
+  }
+  const std::set<std::string> wanted(request->nodes().begin(), request->nodes().end());
+  for (const NodeEntry& e : store_.Snapshot(Clock::now())) {  // sorted by node
+    if (wanted.empty() || wanted.count(e.report->node()) != 0) {
+      SummarizeReport(*e.report, response->add_nodes());
+    }
+  }
+  for (const v1::Finding& f :
+       diagnostics_.Findings({request->nodes().begin(), request->nodes().end()},
+                             /*include_closed=*/false)) {
+    SummarizeFinding(f, response->add_findings());
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -37,6 +37,9 @@ class QueryService final : public v1::Query::CallbackService {
   grpc::ServerUnaryReactor* GetFindings(grpc::CallbackServerContext* context,
                                         const v1::GetFindingsRequest* request,
                                         v1::GetFindingsResponse* response) override;
+  grpc::ServerUnaryReactor* GetSummary(grpc::CallbackServerContext* context,
+                                       const v1::GetSummaryRequest* request,
+                                       v1::GetSummaryResponse* response) override;
   grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
                                                   const v1::WatchRequest* request) override;
 

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "accelmon/v1/diagnostics.grpc.pb.h"
 #include "daemon/agent/agent_command.h"
@@ -30,7 +32,7 @@ namespace {
 
 // What the command line said; filled in by CLI11 while parsing.
 struct TopCommand {
-  std::string exporter_address = "127.0.0.1:9478";
+  std::vector<std::string> exporter_addresses{"127.0.0.1:9478"};
   GrpcClientTls tls;
   std::string refresh = "2s";
   bool once = false;
@@ -56,7 +58,8 @@ std::string CodeName(grpc::StatusCode code) {
   }
 }
 
-// The exporter's Query API: GetNodes and GetFindings, one call each per fetch.
+// One exporter's Query API: GetSummary, one call per fetch (an exporter older than it: GetNodes
+// and GetFindings).
 class ExporterSource {
  public:
   ExporterSource(std::string address, const GrpcClientTls& tls) : address_(std::move(address)) {
@@ -68,6 +71,24 @@ class ExporterSource {
 
   top::Snapshot Fetch(std::chrono::milliseconds timeout) {
     top::Snapshot snapshot;
+    if (summary_) {
+      v1::GetSummaryResponse summary;
+      const grpc::Status status = Call(timeout, [&](grpc::ClientContext* context) {
+        return stub_->GetSummary(context, v1::GetSummaryRequest(), &summary);
+      });
+      if (status.ok()) {
+        snapshot.reports.assign(std::make_move_iterator(summary.mutable_nodes()->begin()),
+                                std::make_move_iterator(summary.mutable_nodes()->end()));
+        snapshot.findings.assign(std::make_move_iterator(summary.mutable_findings()->begin()),
+                                 std::make_move_iterator(summary.mutable_findings()->end()));
+        return snapshot;
+      }
+      if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+        snapshot.error = Describe(status);
+        return snapshot;
+      }
+      summary_ = false;  // an older exporter: whole reports from now on
+    }
     v1::GetNodesResponse nodes;
     grpc::Status status = Call(timeout, [&](grpc::ClientContext* context) {
       return stub_->GetNodes(context, v1::GetNodesRequest(), &nodes);
@@ -123,9 +144,69 @@ class ExporterSource {
 
   const std::string address_;
   std::unique_ptr<v1::Query::Stub> stub_;
+  bool summary_ = true;  // the exporter answers GetSummary (until it says it does not)
   std::mutex mu_;
   bool cancelled_ = false;
   grpc::ClientContext* current_ = nullptr;
+};
+
+// Several exporters (a fleet spread over them by rendezvous hashing) as one: fetched at once, a
+// node on two of them (it moved, and the one it left still serves its last report) shown from
+// the one with its newest report, with that exporter's findings for it.
+class FleetSource {
+ public:
+  FleetSource(const std::vector<std::string>& addresses, const GrpcClientTls& tls) {
+    for (const std::string& address : addresses) {
+      exporters_.push_back(std::make_unique<ExporterSource>(address, tls));
+    }
+  }
+
+  top::Snapshot Fetch(std::chrono::milliseconds timeout) {
+    std::vector<top::Snapshot> parts(exporters_.size());
+    if (exporters_.size() == 1) return exporters_.front()->Fetch(timeout);
+    {
+      std::vector<std::jthread> calls;
+      for (size_t i = 0; i < exporters_.size(); ++i) {
+        calls.emplace_back(
+            [this, &parts, i, timeout] { parts[i] = exporters_[i]->Fetch(timeout); });
+      }
+    }
+    // Per node, the exporter with its newest report.
+    std::map<std::string, std::pair<size_t, int64_t>> home;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      for (const v1::NodeReport& r : parts[i].reports) {
+        const int64_t t = ToNanos(r.timestamp());
+        auto [it, inserted] = home.try_emplace(r.node(), i, t);
+        if (!inserted && t > it->second.second) it->second = {i, t};
+      }
+    }
+    top::Snapshot merged;
+    size_t failed = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      top::Snapshot& part = parts[i];
+      if (!part.error.empty()) {
+        ++failed;
+        merged.error += (merged.error.empty() ? "" : "; ") + part.error;
+        continue;
+      }
+      for (v1::NodeReport& r : part.reports) {
+        if (home.at(r.node()).first == i) merged.reports.push_back(std::move(r));
+      }
+      for (v1::Finding& f : part.findings) {
+        const auto it = home.find(f.node());
+        if (it == home.end() || it->second.first == i) merged.findings.push_back(std::move(f));
+      }
+    }
+    merged.partial = !merged.error.empty() && failed < parts.size();
+    return merged;
+  }
+
+  void Cancel() {
+    for (auto& e : exporters_) e->Cancel();
+  }
+
+ private:
+  std::vector<std::unique_ptr<ExporterSource>> exporters_;
 };
 
 // --local: the agent's collectors on this host, one collection per fetch, no exporter (and so
@@ -212,7 +293,7 @@ int RunTop(TopCommand& c) {
   top::ViewOptions view{.sort = top::ParseSortKey(c.sort).value_or(top::SortKey::kNode),
                         .filter = c.filter};
 
-  std::unique_ptr<ExporterSource> exporter;
+  std::unique_ptr<FleetSource> exporter;
   std::unique_ptr<LocalSource> local;
   std::string source;
   if (c.local) {
@@ -223,8 +304,11 @@ int RunTop(TopCommand& c) {
     local = std::make_unique<LocalSource>(c.collectors, std::move(scenario), refresh);
     source = "local node " + c.collectors.node_name;
   } else {
-    exporter = std::make_unique<ExporterSource>(c.exporter_address, c.tls);
-    source = "exporter " + c.exporter_address;
+    exporter = std::make_unique<FleetSource>(c.exporter_addresses, c.tls);
+    source = c.exporter_addresses.size() == 1 ? "exporter " : "exporters ";
+    for (size_t i = 0; i < c.exporter_addresses.size(); ++i) {
+      source += (i == 0 ? "" : ",") + c.exporter_addresses[i];
+    }
   }
   // A call may take the whole refresh, but not less than a second (a loaded exporter's answer
   // for a large fleet) and not more than ten (then it says so).
@@ -239,15 +323,16 @@ int RunTop(TopCommand& c) {
     const auto now = std::chrono::system_clock::now();
     const top::Snapshot snapshot = fetch();
     if (!snapshot.error.empty()) {
-      std::fprintf(stderr, "accelmon: %s\n", snapshot.error.c_str());
-      return kExitFailure;
+      std::fprintf(stderr, "accelmon: %s%s\n", snapshot.error.c_str(),
+                   snapshot.partial ? "; the others are shown" : "");
+      if (!snapshot.partial) return kExitFailure;
     }
     const top::View v = top::BuildView(snapshot.reports, snapshot.findings, now, view);
     const std::string at = FormatRfc3339(
         std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
     std::fputs(top::FormatText(v, source + " at " + at).c_str(), stdout);
     std::fflush(stdout);
-    return kExitOk;
+    return snapshot.error.empty() ? kExitOk : kExitFailure;
   }
 
   const char* no_color = std::getenv("NO_COLOR");
@@ -271,8 +356,11 @@ SubcommandRunner RegisterTopCommand(CLI::App& app) {
       "top",
       "The fleet live in the terminal (nodes, devices, open findings) from an exporter's Query "
       "API, or this host's collectors with --local; --once prints it as text");
-  cmd->add_option("--exporter.address", c->exporter_address,
-                  "Exporter whose Query API (its gRPC port) to read")
+  cmd->add_option("--exporter.address", c->exporter_addresses,
+                  "Exporter whose Query API (its gRPC port) to read; several (comma-separated or "
+                  "repeated, as the agents' list): the fleet over all of them, a node on two "
+                  "shown from the one with its newest report")
+      ->delimiter(',')
       ->check(cli::kConnectAddress)
       ->capture_default_str();
   AddGrpcClientTlsFlags(*cmd, c->tls);

@@ -542,7 +542,7 @@ int RunScreen(const std::function<Snapshot()>& fetch, const std::function<void()
     while (g_stop == 0) {
       if (std::optional<Snapshot> snapshot = fetcher.Take(version)) {
         state.error = std::move(snapshot->error);
-        if (state.error.empty()) {
+        if (state.error.empty() || snapshot->partial) {
           state.reports = std::move(snapshot->reports);
           state.findings = std::move(snapshot->findings);
           state.have_data = true;

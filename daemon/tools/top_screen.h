@@ -16,7 +16,8 @@ namespace accelmon::top {
 struct Snapshot {
   std::vector<v1::NodeReport> reports{};
   std::vector<v1::Finding> findings{};
-  std::string error{};  // empty: fetched
+  std::string error{};   // empty: fetched
+  bool partial = false;  // `error` names some sources only; the data is the others'
 };
 
 struct ScreenOptions {

@@ -58,6 +58,50 @@ devices=$(awk '/^NODE +IDX / { devices = 1; next } /^$/ { devices = 0 } devices'
   grep -c '^top-')
 [ "$devices" -eq 6 ] || fail "top --once lists $devices devices, expected 6"
 
+# Two exporters (a fleet spread over them): a second exporter with one node of its own, and
+# top-bravo reporting to both (as a node does for a while after it moved: the exporter it left
+# still serves its last report). top --once over both lists every node once, from its newest.
+start exporter2 exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0
+ports2=$(wait_for_log exporter2 'ingest on 127.0.0.1:0 \(port [0-9]+\), metrics on 127.0.0.1:0 \(port [0-9]+')
+address2="127.0.0.1:$(nth_port "$ports2" 1)"
+url2="http://127.0.0.1:$(echo "$ports2" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')/metrics"
+start agent_delta agent --exporter.address "$address2" --node.name top-delta --sim 3 \
+  --collect.interval 1h --push.socket ""
+start agent_bravo2 agent --exporter.address "$address2" --node.name top-bravo --sim 1 \
+  --collect.interval 1h --push.socket ""
+second_reported() {
+  local body
+  body=$(scrape "$url2") || return 1
+  [ "$(grep -c '^accelmon_node_up{.*} 1$' <<<"$body")" -eq 2 ]
+}
+wait_until 20 "two nodes on the second exporter" second_reported
+"$ACCELMON" top --once --exporter.address "$address,$address2" >"$WORK/once2.txt" \
+  2>"$WORK/once2.err" || fail "top --once over two exporters exited $?: $(cat "$WORK/once2.err")"
+grep -q "^accelmon top: exporters $address,$address2 at " "$WORK/once2.txt" ||
+  fail "the title does not name both exporters: $(head -n 1 "$WORK/once2.txt")"
+grep -q '^nodes 4 (4 live, 0 stale)  devices 8  ' "$WORK/once2.txt" ||
+  fail "top over two exporters: $(sed -n 2p "$WORK/once2.txt")"
+for node in top-alpha top-bravo top-charlie top-delta; do
+  [ "$(grep -c "^$node  " "$WORK/once2.txt")" -ge 1 ] || fail "$node missing: $(cat "$WORK/once2.txt")"
+done
+# top-bravo once, with the one device its newest report (the second exporter's) has.
+bravo_devices=$(awk '/^NODE +IDX / { devices = 1; next } /^$/ { devices = 0 } devices' \
+  "$WORK/once2.txt" | grep -c '^top-bravo ')
+[ "$bravo_devices" -eq 1 ] || fail "top-bravo shows $bravo_devices devices, expected its newest report's 1"
+# One exporter gone: the other's nodes, the reason on stderr, exit 1.
+stop exporter2
+set +e
+"$ACCELMON" top --once --exporter.address "$address,$address2" >"$WORK/once3.txt" 2>"$WORK/once3.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "top --once with one exporter down exited $rc, expected 1"
+grep -q "exporter $address2 unreachable: .*; the others are shown" "$WORK/once3.err" ||
+  fail "stderr does not name the exporter down: $(cat "$WORK/once3.err")"
+grep -q '^nodes 3 (3 live, 0 stale)' "$WORK/once3.txt" ||
+  fail "the reachable exporter's nodes: $(sed -n 2p "$WORK/once3.txt")"
+stop agent_delta
+stop agent_bravo2
+
 # The terminal UI, 120x40, inside tmux.
 pane() { tmux_ capture-pane -p -t "$1"; }
 pane_has() { local text; text=$(pane "$1") && grep -qF -- "$2" <<<"$text"; }
