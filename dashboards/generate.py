@@ -9,10 +9,14 @@ Output (relative to the output root, default the repository root):
     dashboards/grafana/*.json                 one file per dashboard
     dashboards/prometheus/alerts.yml          alerting rules (one per diagnostics rule + raw metrics)
     dashboards/prometheus/recording.yml       recording rules the dashboards use
+    dashboards/prometheus/jobs.yml            the job-wide rules (straggler, stall) over every
+                                              exporter's series: recording rules and alerts
+                                              in one group (hand-written promtool tests:
+                                              dashboards/prometheus/tests/job_rules_test.yml)
     dashboards/prometheus/tests/diagnosis_alerts_test.yml   promtool unit tests of the
                                               diagnosis alerts (the raw-metric alerts and the
                                               recording rules have hand-written tests beside it)
-    deploy/kubernetes/prometheusrule.yaml     the same alerting and recording groups as a
+    deploy/kubernetes/prometheusrule.yaml     the same alerting, recording and job groups as a
                                               Prometheus operator PrometheusRule
 
 Standard library only; the output is deterministic (sorted keys, ids from the tables' order), so
@@ -187,6 +191,150 @@ RAW_ALERTS = [
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# Job-wide rules over the global store (dashboards/prometheus/jobs.yml, group accelmon.jobs): the
+# diagnostics engine's job_straggler and job_stall (docs/diagnostics.md) in PromQL, for a job
+# whose nodes stream to several exporters, where no single exporter's engine sees the whole job.
+# They read the per-device series every exporter serves, through a store that holds all of them
+# (VictoriaMetrics with vmalert, or one Prometheus): docs/scaling.md says how to run them and what
+# they match of the built-in rules. Thresholds are the built-in ones, read from
+# diagnostics/defaults.yaml so the two never drift apart. Only PromQL that Prometheus 2.42 and
+# vmalert's MetricsQL both accept (tests/e2e/job_across_exporters_test.sh runs vmalert on them).
+
+
+def builtin_thresholds(rule):
+    """rules.RULE's scalar settings from diagnostics/defaults.yaml, as strings (no YAML parser:
+    the file is two-space block YAML with one `key: value  # comment` per line)."""
+    out, inside = {}, False
+    with open(os.path.join(REPO, "diagnostics", "defaults.yaml"), encoding="utf-8") as f:
+        for line in f:
+            if re.match(r"^  %s:\s*$" % re.escape(rule), line):
+                inside = True
+            elif inside and re.match(r"^ {0,2}\S", line):
+                break
+            elif inside:
+                m = re.match(r"^    ([a-z_]+): *([^#\s]+)", line)
+                if m:
+                    out[m.group(1)] = m.group(2)
+    if not out:
+        sys.exit("diagnostics/defaults.yaml: no rules.%s section" % rule)
+    return out
+
+
+STALL = builtin_thresholds("job_stall")
+STRAGGLER = builtin_thresholds("job_straggler")
+
+# A device of a job, once per exporter that serves it live: accelmon_device_job (job_id, rank)
+# where that exporter's accelmon_node_up is 1. A node that moved to another exporter stays on the
+# old one, frozen, until --node.expire-after: it drops out here once the old exporter marks it
+# down (three missed intervals), and every per-rank series below takes the max over exporters
+# (`max by (job_id, rank, node, device)`), so a frozen copy never lowers a rank (a frozen counter
+# has a rate of 0, the live copy's rate wins) nor counts it twice.
+JOB_LIVE = ("(max by (instance, node, device, job_id, rank) (accelmon_device_job)"
+            " and on (instance, node) accelmon_node_up == 1)")
+RANK = "job_id, rank, node, device"
+ON_RANK = "on (%s)" % RANK
+
+
+def per_rank(by_device):
+    """A series already reduced to one per (instance, node, device), joined to the device's job
+    and rank, then one per rank over every exporter."""
+    return "max by (%s) (%s * on (instance, node, device) group_left (job_id, rank) %s)" % (
+        RANK, by_device, JOB_LIVE)
+
+
+LINK_RATE = "rate(accelmon_device_link_transmit_bytes_total[1m]) + rate(accelmon_device_link_receive_bytes_total[1m])"
+LINK_IRATE = "irate(accelmon_device_link_transmit_bytes_total[1m]) + irate(accelmon_device_link_receive_bytes_total[1m])"
+STEP_RATE = "accelmon:job_rank_step_rate:rate1m"
+COMPUTE = "accelmon:job_rank_compute_utilization_ratio:max"
+LINKS = "accelmon:job_rank_link_traffic_bytes_per_second:rate1m"
+LINK_SHARE = "accelmon:job_rank_link_utilization:max_ratio_irate1m"
+MEMORY = "accelmon:job_rank_memory_used_bytes:max"
+RANKS = "accelmon:job_ranks:count"
+NODES = "accelmon:job_nodes:count"
+PROGRESS = "accelmon:job_rank_progress:by_measure"
+RATIO = "accelmon:job_rank_progress:ratio_to_median"
+
+
+def every_rank(series):
+    """series, for the jobs where every rank has it (the built-in rule's choice of measure)."""
+    return "(%s and on (job_id) (count by (job_id) (%s) == on (job_id) %s))" % (series, series, RANKS)
+
+
+def measure(series, name):
+    return 'label_replace(%s, "measure", "%s", "", "")' % (series, name)
+
+
+# "Was busy": the rank's compute reached busy_ratio within the last hour (the built-in rule
+# remembers it until the job ends; a stall longer than this window falls out of the alert).
+BUSY_BEFORE = "max_over_time(%s[1h]) >= %s" % (COMPUTE, STALL["busy_ratio"])
+
+JOB_RECORDING = [
+    # Per rank (labels job_id, rank, node, device), the max over exporters.
+    (STEP_RATE, per_rank("sum by (instance, node, device) (rate(accelmon_process_training_steps_total[1m]))")),
+    (COMPUTE, per_rank('max by (instance, node, device) (accelmon_device_utilization_ratio{kind="compute"})')),
+    (LINKS, per_rank("sum by (instance, node, device) (%s)" % LINK_RATE)),
+    # The busiest link's tx+rx over its capacity (silent: under silent_link_share); irate, so a
+    # link that fell silent shows as silent one scrape later, as the built-in rule sees it.
+    (LINK_SHARE, per_rank("max by (instance, node, device) ((%s) / (accelmon_device_link_max_bandwidth_bytes_per_second > 0))"
+                          % LINK_IRATE)),
+    (MEMORY, per_rank("max by (instance, node, device) (accelmon_device_memory_used_bytes)")),
+    # Per job.
+    (RANKS, "count by (job_id) (max by (%s) %s)" % (RANK, JOB_LIVE)),
+    (NODES, "count by (job_id) (count by (job_id, node) %s)" % JOB_LIVE),
+    ("accelmon:job_compute_utilization_ratio:median", "quantile by (job_id) (0.5, %s)" % COMPUTE),
+    # What the straggler is judged on, per job: the step rate when every rank pushes steps, else
+    # compute when every rank reports it, else link traffic; the label `measure` says which.
+    (PROGRESS, " or ".join([
+        measure(every_rank(STEP_RATE), "step_rate"),
+        measure("%s unless on (job_id) %s" % (every_rank(COMPUTE), every_rank(STEP_RATE)), "compute_ratio"),
+        measure("%s unless on (job_id) (%s or %s)" % (LINKS, every_rank(STEP_RATE), every_rank(COMPUTE)),
+                "link_bytes_per_second"),
+    ])),
+    (RATIO, "%s / on (job_id) group_left () (quantile by (job_id) (0.5, %s) > 0)" % (PROGRESS, PROGRESS)),
+]
+
+# A rank that stalled: idle now, busy before, no link busy (a device without link counters is not
+# judged on links, as in the built-in rule), memory not freed below memory_kept_share of its
+# recent peak (absent memory: unknown, never freed).
+STALLED_RANKS = ("%s < %s and %s (%s) unless %s %s >= %s unless %s %s < %s * max_over_time(%s[15m])" % (
+    COMPUTE, STALL["idle_ratio"], ON_RANK, BUSY_BEFORE, ON_RANK, LINK_SHARE, STALL["silent_link_share"],
+    ON_RANK, MEMORY, STALL["memory_kept_share"], MEMORY))
+BUSY_RANKS = "%s and %s (%s)" % (COMPUTE, ON_RANK, BUSY_BEFORE)
+NODES_OF_JOB = '{{ with printf "%s{job_id=%%q}" $labels.job_id | query }}{{ . | first | value }}{{ end }}' % NODES
+
+JOB_ALERTS = [
+    # name, expr, for, severity, summary, description
+    ("AccelmonJobStragglerAcrossExporters",
+     "%s < %s and on (job_id) %s >= %s and on (job_id) accelmon:job_compute_utilization_ratio:median >= %s" % (
+         RATIO, STRAGGLER["ratio"], RANKS, STRAGGLER["min_ranks"], STRAGGLER["min_busy_ratio"]),
+     STRAGGLER["for"], "warning",
+     "job %s: rank %s (%s device %s) at %s of the job's median %s — straggler" % (
+         L % "job_id", L % "rank", L % "node", L % "device", "{{ $value | humanizePercentage }}", L % "measure"),
+     "Rank %s of job %s, device %s of %s, has run under %s of the job's median %s for %s, over every "
+     "exporter's series (the built-in job_straggler, in PromQL). Every other rank waits for it in "
+     "each collective." % (L % "rank", L % "job_id", L % "device", L % "node",
+                           "%d%%" % round(100 * float(STRAGGLER["ratio"])), L % "measure", STRAGGLER["for"])),
+    ("AccelmonJobStallAcrossExporters",
+     "count by (job_id) (%s) == on (job_id) count by (job_id) (%s)" % (STALLED_RANKS, BUSY_RANKS),
+     STALL["for"], "critical",
+     "job %s: all %s busy devices on %s nodes idle with memory held, links silent — hung collective?" % (
+         L % "job_id", "{{ $value }}", NODES_OF_JOB),
+     "Every device of job %s that was busy, on all its nodes and whichever exporter serves them, has "
+     "been under %s compute utilization for %s with silent links while its memory stays allocated "
+     "(the built-in job_stall, in PromQL): the ranks are alive but wait, typically in a collective "
+     "for a peer that never arrives. `accelmon diagnose` over the exporters' recordings names the "
+     "node that went idle first and the first fault." % (
+         L % "job_id", "%d%%" % round(100 * float(STALL["idle_ratio"])), STALL["for"])),
+]
+
+
+def job_rules():
+    rules = [{"record": r, "expr": e} for r, e in JOB_RECORDING]
+    rules += [raw_alert(*a) for a in JOB_ALERTS]
+    return {"groups": [{"name": "accelmon.jobs", "rules": rules}]}
+
+
 def diagnosis_alert(rule, name, meaning):
     return {
         "alert": name,
@@ -229,12 +377,12 @@ def recording_rules():
 
 
 def prometheus_rule():
-    """The Prometheus operator's PrometheusRule: alerts.yml's and recording.yml's groups, as they are."""
+    """The Prometheus operator's PrometheusRule: alerts.yml's, recording.yml's and jobs.yml's groups, as they are."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": "accelmon", "labels": {"app.kubernetes.io/component": "rules"}},
-        "spec": {"groups": alert_rules()["groups"] + recording_rules()["groups"]},
+        "spec": {"groups": alert_rules()["groups"] + recording_rules()["groups"] + job_rules()["groups"]},
     }
 
 
@@ -804,6 +952,7 @@ def files():
             dashboard(uid, title, variables, panels), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     out["dashboards/prometheus/alerts.yml"] = HEADER + yaml_dump(alert_rules()) + "\n"
     out["dashboards/prometheus/recording.yml"] = HEADER + yaml_dump(recording_rules()) + "\n"
+    out["dashboards/prometheus/jobs.yml"] = HEADER + yaml_dump(job_rules()) + "\n"
     out["dashboards/prometheus/tests/diagnosis_alerts_test.yml"] = HEADER + yaml_dump(diagnosis_alert_tests()) + "\n"
     out["deploy/kubernetes/prometheusrule.yaml"] = HEADER + yaml_dump(prometheus_rule()) + "\n"
     return out
@@ -813,7 +962,7 @@ def check_runbooks():
     path = os.path.join(REPO, "docs", "runbooks.md")
     with open(path, encoding="utf-8") as f:
         headings = {m.group(1).strip().lower() for m in re.finditer(r"^## (.+)$", f.read(), re.M)}
-    names = [r[1] for r in DIAGNOSIS_RULES] + [a[0] for a in RAW_ALERTS]
+    names = [r[1] for r in DIAGNOSIS_RULES] + [a[0] for a in RAW_ALERTS] + [a[0] for a in JOB_ALERTS]
     missing = [n for n in names if n.lower() not in headings]
     if missing:
         sys.exit("docs/runbooks.md lacks a section (## Name) for: " + ", ".join(missing))

@@ -152,3 +152,41 @@ stop() {
   done
   wait "$pid" || fail "$name exited with status $? after SIGTERM"
 }
+
+# run_bg NAME COMMAND...: a peer binary (not accelmon: Prometheus, VictoriaMetrics, vmalert, a
+# python helper) in the background, logging to $WORK/NAME.log; its pid in peer_pid[NAME].
+declare -A peer_pid
+run_bg() {
+  local name=$1
+  shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+  peer_pid[$name]=$!
+}
+
+# stop_bg NAME: SIGTERM, then up to 30 s for it to exit (the trap kills what is left).
+stop_bg() {
+  local pid=${peer_pid[$1]} deadline=$((SECONDS + 30))
+  kill -TERM "$pid" 2>/dev/null || return 0
+  while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+}
+
+# rank_first NODE ADDRESS...: the address rendezvous hashing ranks first for NODE, computed as
+# daemon/agent/rendezvous.cc does (FNV-1a of "node|address", splitmix64): the hash is fixed arithmetic,
+# so any tool can predict where a node goes.
+rank_first() {
+  python3 - "$@" <<'PY'
+import sys
+M = (1 << 64) - 1
+def weight(node, address):
+    h = 0xcbf29ce484222325
+    for b in (node + "|" + address).encode():
+        h = ((h ^ b) * 0x100000001b3) & M
+    h = (h + 0x9e3779b97f4a7c15) & M
+    h = ((h ^ (h >> 30)) * 0xbf58476d1ce4e5b9) & M
+    h = ((h ^ (h >> 27)) * 0x94d049bb133111eb) & M
+    return h ^ (h >> 31)
+node, addresses = sys.argv[1], sys.argv[2:]
+print(max(sorted(addresses), key=lambda a: weight(node, a)))
+PY
+}
