@@ -55,6 +55,12 @@ section "Ingest's floor: one loadgen report parsed into an arena by protobuf alo
   gbench "$build/bench/parse_bench" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 section "Ingest against VictoriaMetrics: the same fleet by Prometheus remote write" ingest-vm \
   bash bench/ingest_vs_vm.sh "$build"
+section "A top poll: whole reports against GetSummary" top-poll \
+  bash bench/top_poll.sh "$build"
+section "The envelope: what one exporter holds at 1 s and at 15 s" envelope \
+  bash bench/exporter_envelope.sh "$build"
+section "The envelope: Prometheus, VictoriaMetrics and vmalert with the job rules at 1000 nodes" \
+  global-store bash bench/global_store_envelope.sh "$build"
 section "Restart: an exporter's start from a 1000-node recording" restart \
   bash bench/restart_from_recording.sh "$build"
 section "Status page: 1000 nodes in headless Chromium" status-page \

@@ -42,6 +42,7 @@ global:
 rule_files:
   - $REPO/dashboards/prometheus/alerts.yml
   - $REPO/dashboards/prometheus/recording.yml
+  - $REPO/dashboards/prometheus/jobs.yml
 scrape_configs:
   - job_name: accelmon
     static_configs:

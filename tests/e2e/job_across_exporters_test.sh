@@ -126,6 +126,25 @@ for i in "${!NODES[@]}"; do
   wait_for_metric "http://127.0.0.1:${web[$e]}/metrics" "^accelmon_node_up\\{node=\"$node\"\\} 1" 30
 done
 
+# Every series the exporters serve stays well under Mimir's default of 30 labels, with the 3 a
+# Prometheus shard adds (instance, job, one external label): 27 of its own at most.
+for e in 1 2; do
+  scrape "http://127.0.0.1:${web[$e]}/metrics" >"$WORK/scrape$e.txt"
+  python3 - "$WORK/scrape$e.txt" <<'PY' || fail "exporter $e serves a series with too many labels"
+import re, sys
+label = re.compile(r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"')
+most, worst = 0, ""
+for line in open(sys.argv[1]):
+    if line.startswith("#") or "{" not in line:
+        continue
+    n = len(label.findall(line[line.index("{"):line.rindex("}") + 1]))
+    if n > most:
+        most, worst = n, line
+assert most > 0, "no labelled series"
+assert most <= 27, f"{most} labels: {worst}"
+PY
+done
+
 # alerts NAME: vmalert's firing alerts of that rule, one JSON object per line (labels, value,
 # annotations).
 alerts() {
