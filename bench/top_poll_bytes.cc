@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
       accelmon::v1::GetFindingsResponse f;
       if (s.ok()) s = stub->GetFindings(&c2, accelmon::v1::GetFindingsRequest(), &f);
       if (!s.ok()) {
-        std::fprintf(stderr, "top_poll_bytes: %s: %s\n", address.c_str(), s.error_message().c_str());
+        std::fprintf(stderr, "top_poll_bytes: %s: %s\n", address.c_str(),
+                     s.error_message().c_str());
         return 1;
       }
       full_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -66,7 +67,8 @@ int main(int argc, char** argv) {
       accelmon::v1::GetSummaryResponse r;
       const grpc::Status s = stub->GetSummary(&c, accelmon::v1::GetSummaryRequest(), &r);
       if (!s.ok()) {
-        std::fprintf(stderr, "top_poll_bytes: %s: %s\n", address.c_str(), s.error_message().c_str());
+        std::fprintf(stderr, "top_poll_bytes: %s: %s\n", address.c_str(),
+                     s.error_message().c_str());
         return 1;
       }
       summary_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
@@ -76,8 +78,9 @@ int main(int argc, char** argv) {
   std::printf("nodes %zu\n", nodes);
   std::printf("GetNodes+GetFindings bytes %zu ms %.2f\n", full_bytes, Median(full_ms));
   std::printf("GetSummary bytes %zu ms %.2f\n", summary_bytes, Median(summary_ms));
-  std::printf("ratio bytes %.1fx time %.1fx\n",
-              static_cast<double>(full_bytes) / static_cast<double>(std::max<size_t>(1, summary_bytes)),
-              Median(full_ms) / std::max(1e-9, Median(summary_ms)));
+  std::printf(
+      "ratio bytes %.1fx time %.1fx\n",
+      static_cast<double>(full_bytes) / static_cast<double>(std::max<size_t>(1, summary_bytes)),
+      Median(full_ms) / std::max(1e-9, Median(summary_ms)));
   return 0;
 }
