@@ -335,19 +335,35 @@ def job_rules():
     return {"groups": [{"name": "accelmon.jobs", "rules": rules}]}
 
 
+# One alert per incident (docs/runbooks.md): a symptom of a job (it stalls, straggles, slows
+# down) that likely follows from a fault of the same job (consequence_of) does not page while
+# that first fault is open on the same exporter; the fault's alert lists it. Faults themselves
+# (a link down, old firmware, ECC errors, ...) always page: their first-fault link is only
+# timing, and hiding one would hide a second problem.
+SYMPTOMS = ("job_stall", "job_straggler", "throughput_drop", "low_sm_activity")
+CONSEQUENCES = ('{{ with query (printf "accelmon_diagnosis_active{consequence_of=%q}" $labels.finding) }}'
+                ' Likely consequences: {{ range sortByLabel "finding" . }}{{ .Labels.rule }} on {{ .Labels.node }}'
+                '{{ if .Labels.device }} device {{ .Labels.device }}{{ end }}; {{ end }}{{ end }}')
+
+
 def diagnosis_alert(rule, name, meaning):
+    selected = 'accelmon_diagnosis_active{rule="%s"}' % rule
+    if rule in SYMPTOMS:
+        selected += (' unless on (instance, consequence_of) label_replace(accelmon_diagnosis_active, '
+                     '"consequence_of", "$1", "finding", "(.+)")')
     return {
         "alert": name,
-        # job_id: the finding's job, once findings carry it (empty, so absent, until then).
-        "expr": 'max by (node, device, link, rule, severity, job_id) (accelmon_diagnosis_active{rule="%s"}) == 1' % rule,
+        # job_id: the finding's job; finding: its name, which its consequences' consequence_of
+        # gives (and the description's list of them reads).
+        "expr": 'max by (node, device, link, rule, severity, job_id, finding) (%s) == 1' % selected,
         "labels": {"source": "accelmon_diagnostics"},
         "annotations": {
             "summary": "%s on %s%s%s" % (rule, L % "node",
                                          "{{ if $labels.device }} device {{ $labels.device }}{{ end }}",
                                          "{{ if $labels.link }} link {{ $labels.link }}{{ end }}"),
             "description": "accelmon diagnostics: %s (%s, severity %s). The evidence is in the exporter's log, "
-                           "`accelmon diagnose` and the Query API; what to do: %s#%s" % (
-                               meaning, rule, L % "severity", DIAGNOSTICS_DOC, rule),
+                           "`accelmon diagnose` and the Query API; what to do: %s#%s.%s" % (
+                               meaning, rule, L % "severity", DIAGNOSTICS_DOC, rule, CONSEQUENCES),
             "runbook_url": "%s#%s" % (RUNBOOK_BASE, name.lower()),
         },
     }
@@ -395,17 +411,19 @@ def diagnosis_alert_tests():
         link = "nvlink0" if rule.startswith("link_") else ""
         device = "" if rule == "host_oom_kill" else str(i % 8)
         other = DIAGNOSIS_RULES[(i + 1) % len(DIAGNOSIS_RULES)][0]
-        series = 'accelmon_diagnosis_active{rule="%s",node="n1",device="%s",link="%s",severity="%s",job="accelmon",instance="e:9477"}'
+        series = 'accelmon_diagnosis_active{rule="%s",node="n1",device="%s",link="%s",severity="%s",finding="%s",job="accelmon",instance="e:9477"}'
         meaning = DIAGNOSIS_RULES[i][2]
         ann = diagnosis_alert(rule, name, meaning)["annotations"]
+        finding = "%s on n1%s" % (rule, " device " + device if device else "")
+        other_finding = "%s on n1%s" % (other, " device " + device if device else "")
         exp_labels = {"node": "n1", "device": device, "link": link, "rule": rule,
-                      "severity": severity, "source": "accelmon_diagnostics"}
+                      "severity": severity, "finding": finding, "source": "accelmon_diagnostics"}
         exp_labels = {k: v for k, v in exp_labels.items() if v != ""}
         tests.append({
             "interval": "1m",
             "input_series": [
-                {"series": series % (rule, device, link, severity), "values": "_ 1 1 stale"},
-                {"series": series % (other, device, link, severity), "values": "1 1 1 1"},
+                {"series": series % (rule, device, link, severity, finding), "values": "_ 1 1 stale"},
+                {"series": series % (other, device, link, severity, other_finding), "values": "1 1 1 1"},
             ],
             "alert_rule_test": [
                 # Another rule's finding never trips this alert.
@@ -415,7 +433,8 @@ def diagnosis_alert_tests():
                     "exp_annotations": {
                         "summary": "%s on n1%s%s" % (rule, " device " + device if device else "",
                                                 " link " + link if link else ""),
-                        "description": ann["description"].replace(L % "severity", severity),
+                        # No consequences listed: none names it.
+                        "description": ann["description"].replace(L % "severity", severity).replace(CONSEQUENCES, ""),
                         "runbook_url": ann["runbook_url"],
                     }}]},
                 # The finding closed: its series is gone, and the alert with it.

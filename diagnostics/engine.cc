@@ -124,6 +124,16 @@ struct Engine::NodeState {
   int64_t last_ns = 0;
   bool seen = false;
   std::vector<std::string> jobs;  // held by a device in the node's last report with devices
+  // Per device (DeviceKey): the first holder with a job of its last report that had one, kept
+  // while it reports holders, and, once it reports none, while it is down or has a finding open.
+  std::map<std::string, v1::DeviceHolder, std::less<>> last_holder;
+
+  bool HasOpenFinding(std::string_view device_key) const {
+    for (const auto& [key, o] : open) {
+      if (o.device_key == device_key) return true;
+    }
+    return false;
+  }
 };
 
 // A job's findings' identity: which rule, on which node, which subject.
@@ -170,8 +180,17 @@ class Engine::Context final : public RuleContext {
       open.device_key = key;
       FillFinding(f, engine_.rules_[rule_]->id, report_.node(), subject, raised, now_ns_);
       if (!key.empty()) {
+        bool in_report = false;
         for (const v1::DeviceTelemetry& d : report_.devices()) {
-          if (DeviceKey(d) == key) f.set_job(std::string(DeviceJob(d)));
+          if (DeviceKey(d) == key) {
+            f.set_job(std::string(DeviceJob(d)));
+            in_report = true;
+          }
+        }
+        // A device gone from the reports: the job it last had.
+        if (auto last = state_.last_holder.find(key);
+            !in_report && last != state_.last_holder.end()) {
+          f.set_job(last->second.job());
         }
       }
       engine_.NoteOpening(f, now_ns_);
@@ -404,11 +423,12 @@ void Engine::Process(const v1::NodeReport& report) {
   state.last_ns = now_ns;
 
   for (auto& [key, open] : state.open) open.raised = false;
-  Context context(*this, state, report, now_ns, interval_s);
+  const v1::NodeReport& input = WithLastKnownHolders(state, report);
+  Context context(*this, state, input, now_ns, interval_s);
   for (size_t i = 0; i < state.rules.size(); ++i) {
     if (!state.rules[i]) continue;
     context.set_rule(i);
-    state.rules[i]->Observe(report, context);
+    state.rules[i]->Observe(input, context);
   }
 
   // Close what was not raised again, unless its device is missing from this report.
@@ -444,6 +464,8 @@ void Engine::Process(const v1::NodeReport& report) {
     slice.devices.clear();
     return slice;
   };
+  // Devices by the holders they report: a lost device's last known job names its findings' job
+  // but does not keep the job on the node (a torn-down job is gone, whatever its lost device).
   for (const v1::DeviceTelemetry& d : report.devices()) {
     const std::string_view job = DeviceJob(d);
     if (!job.empty()) slice_of(job).devices.push_back(&d);
@@ -465,6 +487,68 @@ void Engine::Process(const v1::NodeReport& report) {
     ++held;
   }
   state.jobs.resize(held);
+}
+
+namespace {
+
+bool DeviceDown(const v1::DeviceTelemetry& d) { return d.has_up() && !d.up(); }
+
+const v1::DeviceHolder* FirstHolderWithJob(const v1::DeviceTelemetry& d) {
+  for (const v1::DeviceHolder& h : d.holders()) {
+    if (!h.job().empty()) return &h;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const v1::NodeReport& Engine::WithLastKnownHolders(NodeState& state, const v1::NodeReport& report) {
+  bool patch = false;
+  size_t present = 0;  // last_holder entries whose device is in the report
+  for (const v1::DeviceTelemetry& d : report.devices()) {
+    const std::string_view key = DeviceKeyView(d, key_scratch_);
+    auto last = state.last_holder.find(key);
+    if (const v1::DeviceHolder* h = FirstHolderWithJob(d)) {
+      if (last == state.last_holder.end()) {
+        state.last_holder.emplace(std::string(key), *h);
+      } else if (last->second.job() != h->job() || last->second.rank() != h->rank() ||
+                 last->second.pod() != h->pod()) {
+        last->second = *h;
+      }
+      ++present;
+      continue;
+    }
+    if (last == state.last_holder.end()) continue;
+    // What a source still says (holders without a job) stands; a device that answers and has
+    // nothing open has let its job go.
+    if (d.holders_size() == 0 && (DeviceDown(d) || state.HasOpenFinding(key))) {
+      patch = true;
+      ++present;
+    } else {
+      state.last_holder.erase(last);
+    }
+  }
+  // Devices missing from the report keep theirs while a finding of theirs is open.
+  if (present < state.last_holder.size()) {
+    for (auto it = state.last_holder.begin(); it != state.last_holder.end();) {
+      if (!HasDevice(report, it->first, key_scratch_) && !state.HasOpenFinding(it->first)) {
+        it = state.last_holder.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (!patch) return report;
+  with_last_known_ = report;
+  for (v1::DeviceTelemetry& d : *with_last_known_.mutable_devices()) {
+    if (d.holders_size() > 0) continue;
+    const auto last = state.last_holder.find(DeviceKeyView(d, key_scratch_));
+    if (last == state.last_holder.end()) continue;
+    v1::DeviceHolder* h = d.add_holders();
+    *h = last->second;
+    h->set_last_known(true);
+  }
+  return with_last_known_;
 }
 
 Engine::JobState& Engine::JobFor(std::string_view job) {
@@ -621,6 +705,14 @@ size_t Engine::Restore(std::span<const v1::SavedFinding> saved) {
       }
     } else if (node_rule != kNone && node.rules[node_rule]) {
       Rule& rule = *node.rules[node_rule];
+      // A lost device's finding keeps the job it had: its device keeps it as last known.
+      if (!key.empty() && !f.job().empty() &&
+          node.last_holder.find(key) == node.last_holder.end()) {
+        v1::DeviceHolder holder;
+        holder.set_job(f.job());
+        holder.set_last_known(true);
+        node.last_holder.emplace(key, std::move(holder));
+      }
       NodeState::Open& open = node.open[FindingKey{node_rule, key, subject.link}] =
           NodeState::Open{};
       open.finding = f;

@@ -88,6 +88,10 @@ class Engine {
   class JobContext;
 
   NodeState& NodeFor(const std::string& node);
+  // `report`, or a copy in which each device that reports no holder but had one, and is down or
+  // has a finding open, holds its last known one again (marked last_known); keeps each device's
+  // last holder with a job for that.
+  const v1::NodeReport& WithLastKnownHolders(NodeState& state, const v1::NodeReport& report);
   // The job's state, made with its rule instances when it has none yet.
   JobState& JobFor(std::string_view job);
   // Runs the job rules over one node's slice of `job`; drops the job once it is on no node.
@@ -109,6 +113,7 @@ class Engine {
   EngineStats stats_;
   std::vector<JobSlice> job_slices_;  // Process's, reused from report to report
   std::string key_scratch_;           // DeviceKeyView's
+  v1::NodeReport with_last_known_;    // WithLastKnownHolders' copy, when it makes one
 };
 
 }  // namespace accelmon::diagnostics

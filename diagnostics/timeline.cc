@@ -362,7 +362,7 @@ constexpr const char* kStyle = R"(body{font:14px/1.4 system-ui,sans-serif;margin
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:2em}
 table{border-collapse:collapse}td,th{padding:.25em .6em;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
 .critical{color:#b00020;font-weight:bold}.warning{color:#a15c00;font-weight:bold}
-code{font-size:.95em}.note{color:#666}ul{margin:.3em 0}
+code{font-size:.95em}.note{color:#666}ul{margin:.3em 0}tr.consequence td{color:#555}tr.consequence td:first-child{padding-left:1.6em}
 svg text{font:11px system-ui,sans-serif;fill:#444}
 svg .grid{stroke:#eee}svg .frame{fill:none;stroke:#999}
 svg .line{fill:none;stroke:#1f5fbf;stroke-width:1.5}svg circle.line{fill:#1f5fbf}
@@ -410,6 +410,56 @@ void SortFindings(std::vector<v1::Finding>& findings) {
   });
 }
 
+// Which findings of a timeline are likely consequences of another one in it.
+struct Groups {
+  std::vector<std::optional<size_t>> first_fault;  // per finding: its first fault's index
+  std::vector<std::vector<size_t>> consequences;   // per finding: its consequences' indices
+};
+
+static Groups GroupConsequences(std::span<const v1::Finding> findings) {
+  std::map<std::string, size_t, std::less<>> by_name;
+  for (size_t i = 0; i < findings.size(); ++i) by_name.emplace(FindingName(findings[i]), i);
+  Groups g{.first_fault = std::vector<std::optional<size_t>>(findings.size()),
+           .consequences = std::vector<std::vector<size_t>>(findings.size())};
+  for (size_t i = 0; i < findings.size(); ++i) {
+    if (findings[i].consequence_of().empty()) continue;
+    const auto first = by_name.find(findings[i].consequence_of());
+    if (first == by_name.end() || first->second == i) continue;
+    g.consequences[first->second].push_back(i);
+    g.first_fault[i] = first->second;
+  }
+  return g;
+}
+
+// One finding of the text timeline: its line, then its details, each line after `indent`.
+static void WriteTextFinding(std::ostream& out, const v1::Finding& f, std::string_view indent) {
+  char severity[16];
+  std::snprintf(severity, sizeof severity, "%-8s", Upper(f.severity()).c_str());
+  out << indent << FormatRfc3339(ToNanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
+      << SubjectText(f) << "  " << f.summary() << '\n';
+  const std::string pad = std::string(indent) + "    ";
+  // The job, unless the evidence says it already.
+  const bool job_in_evidence =
+      std::any_of(f.evidence().begin(), f.evidence().end(),
+                  [&](const v1::Evidence& e) { return e.name() == "job" && e.text() == f.job(); });
+  if (!f.job().empty() && !job_in_evidence) out << pad << "job: " << f.job() << '\n';
+  if (f.has_detected_at()) out << pad << DetectedText(f) << '\n';
+  if (!f.caused_by().empty()) out << pad << "caused by " << f.caused_by() << '\n';
+  if (!f.consequence_of().empty()) {
+    out << pad << "likely a consequence of " << f.consequence_of() << '\n';
+  }
+  if (!f.action().empty()) out << pad << "action: " << f.action() << '\n';
+  for (const v1::Evidence& e : f.evidence()) out << pad << EvidenceText(e) << '\n';
+  if (f.has_end()) {
+    const int64_t start = ToNanos(f.start());
+    const int64_t end = ToNanos(f.end());
+    out << pad << "ended " << TimeBeside(end, start) << " ("
+        << FormatDuration(std::chrono::nanoseconds(end - start)) << ")\n";
+  } else {
+    out << pad << "still open\n";
+  }
+}
+
 void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
                const InputSummary& input) {
   out << InputLine(input) << "\n\n";
@@ -417,31 +467,17 @@ void WriteText(std::ostream& out, std::span<const v1::Finding> findings,
     out << "no findings\n";
     return;
   }
-  for (const v1::Finding& f : findings) {
-    char severity[16];
-    std::snprintf(severity, sizeof severity, "%-8s", Upper(f.severity()).c_str());
-    out << FormatRfc3339(ToNanos(f.start())) << "  " << severity << "  " << f.rule() << "  "
-        << SubjectText(f) << "  " << f.summary() << '\n';
-    // The job, unless the evidence says it already.
-    const bool job_in_evidence = std::any_of(
-        f.evidence().begin(), f.evidence().end(),
-        [&](const v1::Evidence& e) { return e.name() == "job" && e.text() == f.job(); });
-    if (!f.job().empty() && !job_in_evidence) out << "    job: " << f.job() << '\n';
-    if (f.has_detected_at()) out << "    " << DetectedText(f) << '\n';
-    if (!f.caused_by().empty()) out << "    caused by " << f.caused_by() << '\n';
-    if (!f.consequence_of().empty()) {
-      out << "    likely a consequence of " << f.consequence_of() << '\n';
-    }
-    if (!f.action().empty()) out << "    action: " << f.action() << '\n';
-    for (const v1::Evidence& e : f.evidence()) out << "    " << EvidenceText(e) << '\n';
-    if (f.has_end()) {
-      const int64_t start = ToNanos(f.start());
-      const int64_t end = ToNanos(f.end());
-      out << "    ended " << TimeBeside(end, start) << " ("
-          << FormatDuration(std::chrono::nanoseconds(end - start)) << ")\n";
-    } else {
-      out << "    still open\n";
-    }
+  // A likely consequence of a finding in the list is printed under it, not as an incident of
+  // its own: the person paged reads the first fault, then what followed from it.
+  const Groups groups = GroupConsequences(findings);
+  for (size_t i = 0; i < findings.size(); ++i) {
+    if (groups.first_fault[i]) continue;
+    WriteTextFinding(out, findings[i], "");
+    if (groups.consequences[i].empty()) continue;
+    out << "    "
+        << Plural(groups.consequences[i].size(), "likely consequence", "likely consequences")
+        << " of it:\n";
+    for (const size_t j : groups.consequences[i]) WriteTextFinding(out, findings[j], "      ");
   }
   const uint64_t open = OpenCount(findings);
   out << '\n'
@@ -516,12 +552,22 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
       << OpenCount(findings) << " still open): " << Html(Counts(findings)) << "</p>\n";
   out << "<table>\n<thead><tr><th>start</th><th>severity</th><th>rule</th><th>subject</th>"
          "<th>summary</th><th>end</th></tr></thead>\n<tbody>\n";
+  // Each first fault's consequences right under it, marked as such.
+  const Groups groups = GroupConsequences(findings);
+  std::vector<size_t> rows;
   for (size_t i = 0; i < findings.size(); ++i) {
+    if (groups.first_fault[i]) continue;
+    rows.push_back(i);
+    rows.insert(rows.end(), groups.consequences[i].begin(), groups.consequences[i].end());
+  }
+  for (const size_t i : rows) {
     const v1::Finding& f = findings[i];
     const int64_t start = ToNanos(f.start());
-    out << "<tr><td><a href=\"#f" << i << "\">" << FormatRfc3339(start) << "</a></td><td class=\""
-        << Html(f.severity()) << "\">" << Html(f.severity()) << "</td><td><code>" << Html(f.rule())
-        << "</code></td><td>" << Html(SubjectText(f)) << "</td><td>" << Html(f.summary());
+    out << (groups.first_fault[i] ? "<tr class=\"consequence\">" : "<tr>") << "<td>"
+        << (groups.first_fault[i] ? "&#8627; " : "") << "<a href=\"#f" << i << "\">"
+        << FormatRfc3339(start) << "</a></td><td class=\"" << Html(f.severity()) << "\">"
+        << Html(f.severity()) << "</td><td><code>" << Html(f.rule()) << "</code></td><td>"
+        << Html(SubjectText(f)) << "</td><td>" << Html(f.summary());
     if (const auto cause = CauseIndex(findings, i)) {
       out << "<br><span class=\"cause\">&#8592; caused by <a href=\"#f" << *cause << "\">"
           << Html(f.caused_by()) << "</a></span>";
@@ -545,6 +591,17 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
         << Html(Upper(f.severity())) << "</span> <code>" << Html(f.rule()) << "</code> "
         << Html(SubjectText(f)) << "</h2>\n<p>" << Html(f.summary()) << "</p>\n";
     if (f.has_detected_at()) out << "<p class=\"note\">" << Html(DetectedText(f)) << "</p>\n";
+    if (const auto first = groups.first_fault[i]) {
+      out << "<p class=\"cause\">likely a consequence of <a href=\"#f" << *first << "\">"
+          << Html(f.consequence_of()) << "</a></p>\n";
+    }
+    if (!groups.consequences[i].empty()) {
+      out << "<p>Likely consequences:";
+      for (const size_t j : groups.consequences[i]) {
+        out << " <a href=\"#f" << j << "\">" << Html(FindingName(findings[j])) << "</a>";
+      }
+      out << "</p>\n";
+    }
     if (const auto cause = CauseIndex(findings, i)) {
       out << "<p class=\"cause\">&#8592; caused by <a href=\"#f" << *cause << "\">"
           << Html(f.caused_by()) << "</a></p>\n";

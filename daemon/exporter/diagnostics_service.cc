@@ -318,7 +318,8 @@ void DiagnosticsService::SwapSnapshotLocked(bool findings_changed) {
     // Built before taking the snapshot lock: scrapes wait for a pointer swap at most.
     fresh = std::make_shared<FindingsSnapshot>();
     for (const v1::Finding& f : engine_->OpenFindings()) {
-      fresh->active.push_back({f.rule(), f.node(), f.device(), f.link(), f.severity(), f.job()});
+      fresh->active.push_back({f.rule(), f.node(), f.device(), f.link(), f.severity(), f.job(),
+                               f.consequence_of(), diagnostics::FindingName(f)});
     }
     fresh->opened = opened_;
   }

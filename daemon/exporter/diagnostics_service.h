@@ -86,6 +86,8 @@ struct DiagnosticsMetrics {
   struct Active {
     std::string rule, node, device, link, severity;
     std::string job{};  // the device's job, or the job of a job-wide finding; "" when none
+    std::string consequence_of{};  // its first fault ("RULE on NODE device D"); "" when none
+    std::string name{};            // its own, as consequence_of names it (FindingName)
   };
   bool enabled = false;
   std::vector<Active> active;

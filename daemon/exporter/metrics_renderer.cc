@@ -1061,7 +1061,8 @@ void EmitDiagnostics(const DiagnosticsMetrics& d, MetricSink& s) {
       "accelmon_diagnosis_active",
       "A diagnostics finding open now; always 1 (docs/diagnostics.md). device, link and job_id "
       "are empty when the finding is not about one (job_id: the device's job, or the job of a "
-      "job-wide finding).",
+      "job-wide finding); finding is its name (RULE on NODE device D), consequence_of its first "
+      "fault's when it likely follows from one.",
       kGauge);
   for (const DiagnosticsMetrics::Active& a : d.active) {
     Add(s, active,
@@ -1071,7 +1072,10 @@ void EmitDiagnostics(const DiagnosticsMetrics& d, MetricSink& s) {
          {"link", a.link},
          {"severity", a.severity},
          // job_id, not job: Prometheus attaches its own `job` (the scrape job) to every series.
-         {"job_id", a.job}},
+         {"job_id", a.job},
+         // Both fixed while the finding is open: no new series.
+         {"finding", a.name},
+         {"consequence_of", a.consequence_of}},
         1);
   }
   const size_t findings = s.Family(

@@ -213,7 +213,8 @@ class JobStallRule final : public Rule {
 };
 
 // The job rule: every device of the job, on every node it runs on, idle after being busy with
-// its links silent and its memory held.
+// its links silent and its memory held. One finding per episode: the job's teardown after it
+// (memory freed and processes gone node by node) is not a new stall.
 class JobStallAcrossNodesRule final : public JobRule {
  public:
   explicit JobStallAcrossNodesRule(const JobStallConfig& config) : config_(config) {}
@@ -307,7 +308,11 @@ class JobStallAcrossNodesRule final : public JobRule {
   }
 
   void Judge(const JobSlice& slice, JobRuleContext& context) {
-    if (nodes_.empty()) return;
+    if (nodes_.empty()) {
+      stalled_ = false;  // the job is gone: so is its stall (the engine ends it)
+      return;
+    }
+    if (stalled_) return GoOn(slice, context);
     int64_t since = 0;  // when the last device went idle: the whole job is idle since then
     std::optional<int64_t> first_idle;
     std::string_view first_node;
@@ -357,12 +362,50 @@ class JobStallAcrossNodesRule final : public JobRule {
     raised.evidence.push_back(NumberEvidence("memory_used_avg", memory_avg, "bytes"));
     raised.evidence.push_back(
         NumberEvidence("links_silent", static_cast<double>(links_judged), "count"));
+    stalled_ = true;
+    stall_node_.assign(first_node);
+    stall_since_ns_ = since;
+    stall_summary_ = raised.summary;
     context.Raise(first_node, Subject{}, std::move(raised));
+  }
+
+  // The stall goes on, one finding for the episode, while the job is torn down after it (its
+  // devices freeing their memory, their processes gone, nodes leaving the job in turn): it ends
+  // when a device of the job works again, or when the job is gone.
+  void GoOn(const JobSlice& slice, JobRuleContext& context) {
+    size_t idle = 0, ended = 0;
+    for (const auto& [node, devices] : nodes_) {
+      for (const auto& [key, d] : devices) {
+        if (d.status == Status::kActive) {
+          stalled_ = false;
+          return;
+        }
+        if (d.status == Status::kIdle) ++idle;
+        if (d.status == Status::kEnded) ++ended;
+      }
+    }
+    Raised raised;
+    raised.severity = kCritical;
+    raised.plot = "compute_ratio";
+    raised.start_ns = stall_since_ns_;
+    raised.window_start_ns = stall_since_ns_;
+    raised.summary = stall_summary_;
+    raised.evidence.push_back(TextEvidence("job", slice.job));
+    raised.evidence.push_back(NumberEvidence("idle_devices", static_cast<double>(idle), "count"));
+    raised.evidence.push_back(NumberEvidence("ended_devices", static_cast<double>(ended), "count"));
+    raised.evidence.push_back(
+        NumberEvidence("nodes_left", static_cast<double>(nodes_.size()), "count"));
+    context.Raise(stall_node_, Subject{}, std::move(raised));
   }
 
   const JobStallConfig& config_;                           // the engine's: a reload changes it
   std::map<std::string, NodeDevices, std::less<>> nodes_;  // the job's nodes, by name
   std::string key_scratch_;
+  // The stall raised and not ended yet: on which node it opened, since when, what it said.
+  bool stalled_ = false;
+  std::string stall_node_;
+  int64_t stall_since_ns_ = 0;
+  std::string stall_summary_;
 };
 
 }  // namespace

@@ -84,6 +84,10 @@ split "$WORK/job_stall_after_xid.jsonl" "$WORK/a.jsonl" "$WORK/b.jsonl"
   -o "$WORK/timeline.txt" || fail "diagnose (text) failed"
 grep -q 'likely a consequence of xid_error on sim-2 device 3' "$WORK/timeline.txt" ||
   fail "no first fault in the merged timeline: $(cat "$WORK/timeline.txt")"
+# The stall is printed under the XID it follows from, not as an incident of its own.
+grep -Eq '^    1 likely consequence of it:$' "$WORK/timeline.txt" &&
+  grep -Eq '^      [0-9T:.-]+Z  CRITICAL  job_stall  node sim-2  job 4711: ' "$WORK/timeline.txt" ||
+  fail "the stall is not grouped under its first fault: $(cat "$WORK/timeline.txt")"
 grep -q '2 recordings merged by time, 1 report held by two of them read once' "$WORK/timeline.txt" ||
   fail "the timeline's input line does not say what was merged: $(head -n 2 "$WORK/timeline.txt")"
 

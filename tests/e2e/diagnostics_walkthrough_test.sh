@@ -13,11 +13,11 @@ wait_for_log standalone "scenario .*demo.yaml with 4 fault" 20
 # Every rule and severity is there from the start, at 0.
 wait_for_metric "$URL" '^accelmon_diagnosis_findings_total\{rule="job_stall",severity="critical"\} 0$' 20
 # link_down opens about 10 s in ...
-wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="link_down",node="[^"]+",device="1",link="nvlink2",severity="critical",job_id="sim-job"\} 1$' 30
+wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="link_down",node="[^"]+",device="1",link="nvlink2",severity="critical",job_id="sim-job",finding="[^"]+",consequence_of="[^"]*"\} 1$' 30
 wait_for_log standalone "diagnosis: opened link_down critical .*device=1 link=nvlink2" 5
 # ... XID 79 and the fragmentation follow ...
-wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="xid_error",node="[^"]+",device="3",link="",severity="critical",job_id="sim-job"\} 1$' 30
-wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="memory_fragmentation",node="[^"]+",device="2",link="",severity="warning",job_id="sim-job"\} 1$' 40
+wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="xid_error",node="[^"]+",device="3",link="",severity="critical",job_id="sim-job",finding="[^"]+",consequence_of="[^"]*"\} 1$' 30
+wait_for_metric "$URL" '^accelmon_diagnosis_active\{rule="memory_fragmentation",node="[^"]+",device="2",link="",severity="warning",job_id="sim-job",finding="[^"]+",consequence_of="[^"]*"\} 1$' 40
 # ... and the link comes back at 40 s: its series goes, the counter stays.
 link_down_closed() {
   local body

@@ -13,6 +13,8 @@
 
 #include "accelmon/v1/diagnostics.grpc.pb.h"
 #include "accelmon/v1/ingest.grpc.pb.h"
+#include "collectors/sim.h"
+#include "collectors/sim_scenario.h"
 #include "daemon/exporter/exporter.h"
 #include "daemon/exporter/query_service.h"
 #include "support/http_get.h"
@@ -487,6 +489,96 @@ TEST(DiagnosticsOnline, WatchClientThatNeverReadsHoldsNeitherAcksNorScrapes) {
   exporter.Stop();
   EXPECT_EQ(exporter.query()->watchers(), 0u);
   stuck_context.TryCancel();
+}
+
+}  // namespace
+}  // namespace diagnostics_test
+}  // namespace accelmon
+
+namespace accelmon {
+namespace diagnostics_test {
+namespace {
+
+// Issue 45 online: the job_stall_after_device_lost scenario (4 simulated nodes of job 4711, a GPU
+// of sim-2 lost with XID 79, every rank stalled after it, the job torn down node by node) played
+// through a real exporter over gRPC, each node on its own stream. The exporter's findings: the
+// lost device's carry its last known job, and the job has one job_stall, a consequence of the
+// XID, ended once the job is gone.
+TEST(DiagnosticsOnline, ALostDeviceKeepsItsJobAndTheJobStallsOnceAfterIt) {
+  LoopbackExporter exporter(Options());
+  const auto scenario = std::make_shared<collectors::Scenario>(collectors::LoadScenario(
+      std::string(ACCELMON_FIXTURES_DIR) + "/scenarios/job_stall_after_device_lost.yaml"));
+  constexpr int kNodes = 4;
+  std::vector<collectors::SimCollector> sims;
+  std::vector<std::unique_ptr<IngestClient>> streams;
+  for (int n = 0; n < kNodes; ++n) {
+    const std::string node = "sim-" + std::to_string(n);
+    sims.emplace_back(collectors::SimOptions{.devices = 8,
+                                             .seed = collectors::SimSeedForNode(node),
+                                             .scenario = scenario,
+                                             .node = node,
+                                             .node_index = n,
+                                             .nodes = kNodes});
+    streams.push_back(std::make_unique<IngestClient>(exporter));
+  }
+  // 50 simulated minutes at 10 s, stamped from a base in the past.
+  const int64_t base_s = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count() -
+                         10'000;
+  uint64_t sent = 0;
+  for (uint64_t seq = 1; seq <= 301; ++seq) {
+    for (int n = 0; n < kNodes; ++n) {
+      v1::NodeReport r;
+      r.set_node("sim-" + std::to_string(n));
+      r.set_agent_instance_id("lost-device-test");
+      r.set_sequence(seq);
+      r.mutable_timestamp()->set_seconds(base_s + static_cast<int64_t>(seq - 1) * 10);
+      r.mutable_interval()->set_seconds(10);
+      sims[static_cast<size_t>(n)].Collect(r);
+      ASSERT_EQ(streams[static_cast<size_t>(n)]->Send(r), v1::Ack::STATUS_APPLIED);
+      ++sent;
+    }
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return FindValue(Scrape(exporter), "accelmon_exporter_diagnosis_reports_total", {}) ==
+               static_cast<double>(sent);
+      },
+      30s))
+      << "the diagnostics thread did not get to every report";
+
+  auto query = v1::Query::NewStub(Channel(exporter));
+  grpc::ClientContext context;
+  v1::GetFindingsRequest request;
+  request.set_include_closed(true);
+  v1::GetFindingsResponse response;
+  ASSERT_TRUE(query->GetFindings(&context, request, &response).ok());
+  std::vector<v1::Finding> stalls;
+  bool lost = false;
+  bool xid = false;
+  for (const v1::Finding& f : response.findings()) {
+    if (f.rule() == "job_stall") stalls.push_back(f);
+    if (f.node() == "sim-2" && f.device() == "3" && f.rule() == "device_lost") {
+      lost = true;
+      EXPECT_EQ(f.job(), "4711") << "the lost device's last known job";
+    }
+    if (f.node() == "sim-2" && f.device() == "3" && f.rule() == "xid_error") {
+      xid = true;
+      EXPECT_EQ(f.job(), "4711");
+    }
+  }
+  EXPECT_TRUE(lost);
+  EXPECT_TRUE(xid);
+  ASSERT_EQ(stalls.size(), 1u) << "one job_stall for the episode";
+  EXPECT_EQ(stalls[0].job(), "4711");
+  EXPECT_EQ(stalls[0].consequence_of(), "xid_error on sim-2 device 3");
+  EXPECT_TRUE(stalls[0].has_end()) << "ended once the job was gone";
+  EXPECT_EQ(FindValue(Scrape(exporter), "accelmon_diagnosis_findings_total",
+                      {{"rule", "job_stall"}, {"severity", "critical"}}),
+            1.0);
+  streams.clear();
+  exporter.Stop();
 }
 
 }  // namespace

@@ -97,6 +97,34 @@ TEST(DiagnoseText, TimelineByStartWithEvidenceEndAndCounts) {
             "warning 1\n");
 }
 
+TEST(DiagnoseText, ConsequencesArePrintedUnderTheirFirstFault) {
+  std::vector<v1::Finding> f;
+  f.push_back(MakeFinding("xid_error", "critical", "sim-1", "3", "", kT0 + 60 * kSecond,
+                          std::nullopt, "XID 79", ""));
+  f.push_back(MakeFinding("job_stall", "critical", "sim-0", "", "", kT0 + 90 * kSecond,
+                          std::nullopt, "job llama stalled", ""));
+  f.back().set_consequence_of("xid_error on sim-1 device 3");
+  f.push_back(MakeFinding("memory_leak", "warning", "sim-2", "0", "", kT0 + 120 * kSecond,
+                          std::nullopt, "leaking", ""));
+  f.back().set_consequence_of("link_down on sim-9 device 1");  // its first fault is not listed
+  SortFindings(f);
+  std::ostringstream out;
+  WriteText(out, f, Input());
+  EXPECT_EQ(out.str().substr(out.str().find("\n\n") + 2),
+            "2026-12-02T03:01:00.000Z  CRITICAL  xid_error  node sim-1 device 3  XID 79\n"
+            "    still open\n"
+            "    1 likely consequence of it:\n"
+            "      2026-12-02T03:01:30.000Z  CRITICAL  job_stall  node sim-0  job llama stalled\n"
+            "          likely a consequence of xid_error on sim-1 device 3\n"
+            "          still open\n"
+            "2026-12-02T03:02:00.000Z  WARNING   memory_leak  node sim-2 device 0  leaking\n"
+            "    likely a consequence of link_down on sim-9 device 1\n"
+            "    still open\n"
+            "\n"
+            "3 findings (3 still open): job_stall 1, memory_leak 1, xid_error 1; critical 2, "
+            "warning 1\n");
+}
+
 TEST(DiagnoseText, JobLineNamesItsNodesAndDevices) {
   std::ostringstream out;
   InputSummary input = Input();
@@ -265,6 +293,31 @@ TEST(DiagnoseHtml, AnArrowLinksAFindingToItsCause) {
             2u)
       << html;
   EXPECT_NE(html.find("detected 03:06:00 (5m00s after it began)"), std::string::npos) << html;
+}
+
+TEST(DiagnoseHtml, ConsequencesSitUnderTheirFirstFaultAndLinkToIt) {
+  std::vector<v1::Finding> findings = {
+      MakeFinding("xid_error", "critical", "sim-2", "3", "", kT0, std::nullopt, "XID 79", ""),
+      MakeFinding("link_down", "critical", "sim-0", "1", "nvlink0", kT0 + 10 * kSecond,
+                  std::nullopt, "down", ""),
+      MakeFinding("job_stall", "critical", "sim-2", "", "", kT0 + 30 * kSecond, std::nullopt,
+                  "stalled", "")};
+  findings[2].set_consequence_of("xid_error on sim-2 device 3");
+  std::ostringstream out;
+  WriteHtml(out, findings, Input(), {});
+  const std::string html = out.str();
+  // The table: the stall's row right after the XID's, before the link's, marked.
+  const size_t xid = html.find("<a href=\"#f0\">");
+  const size_t stall = html.find("<tr class=\"consequence\"><td>&#8627; <a href=\"#f2\">");
+  const size_t link = html.find("<a href=\"#f1\">");
+  ASSERT_NE(stall, std::string::npos) << html;
+  EXPECT_LT(xid, stall);
+  EXPECT_LT(stall, link);
+  // The sections link both ways.
+  EXPECT_NE(html.find("likely a consequence of <a href=\"#f0\">xid_error on sim-2 device 3</a>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<p>Likely consequences: <a href=\"#f2\">job_stall on sim-2</a></p>"),
+            std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------

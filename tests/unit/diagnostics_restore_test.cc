@@ -172,3 +172,45 @@ TEST_F(Restart, ASavedStateRestoresTheSameWayTwice) {
 }  // namespace
 }  // namespace diagnostics_restore_test
 }  // namespace accelmon::diagnostics
+
+namespace accelmon::diagnostics {
+namespace diagnostics_restore_test {
+namespace {
+
+// A lost device keeps its last known job across a restart too: its open finding names the job,
+// and the device keeps it while it stays down without holders, so a finding that opens on it
+// after the restart carries the same job.
+TEST_F(Restart, ALostDeviceKeepsItsLastKnownJobAcrossARestart) {
+  Engine before;
+  for (int64_t s = 1; s <= 5; ++s) {
+    v1::NodeReport r = Report(s);
+    v1::DeviceHolder* h = r.mutable_devices(0)->add_holders();
+    h->set_kind(v1::HOLDER_KIND_SLURM);
+    h->set_job("4711");
+    before.Process(r);
+  }
+  // It stops answering: up=false, no holders.
+  v1::NodeReport lost = Report(6);
+  lost.mutable_devices(0)->set_up(false);
+  before.Process(lost);
+  std::vector<v1::Finding> open = before.OpenFindings();
+  ASSERT_EQ(open.size(), 1u);
+  EXPECT_EQ(open[0].rule(), "device_lost");
+  EXPECT_EQ(open[0].job(), "4711") << "the job of its last report with holders";
+
+  SaveAndRestore(before);
+  v1::NodeReport after = Report(7, true, /*xid=*/true);
+  after.mutable_devices(0)->set_up(false);
+  after_.Process(after);
+  bool xid = false;
+  for (const v1::Finding& f : after_.OpenFindings()) {
+    if (f.rule() != "xid_error") continue;
+    xid = true;
+    EXPECT_EQ(f.job(), "4711") << "after the restart, from the restored finding's job";
+  }
+  EXPECT_TRUE(xid);
+}
+
+}  // namespace
+}  // namespace diagnostics_restore_test
+}  // namespace accelmon::diagnostics

@@ -42,6 +42,7 @@ struct Opened {
 
 struct PlayResult {
   std::vector<Opened> opened;
+  std::vector<v1::Finding> closed;  // with `end` set
   std::vector<v1::Finding> open_at_end;
   double onset_s = 0;  // earliest fault onset in the scenario
 };
@@ -76,6 +77,7 @@ PlayResult Play(const std::string& scenario, double seconds, double interval_s, 
   double now_s = 0;
   engine.set_listener([&](Change change, const v1::Finding& f) {
     if (change == Change::kOpened) run.opened.push_back({f, now_s});
+    if (change == Change::kClosed) run.closed.push_back(f);
   });
   const auto interval_ns = static_cast<int64_t>(interval_s * 1e9);
   uint64_t sequence = 0;
@@ -525,6 +527,34 @@ TEST(JobScenario, StallAfterAnXidIsOneJobStallNamingTheXidAsFirstFault) {
       EXPECT_EQ(o.finding.consequence_of(), "xid_error on sim-2 device 3") << Describe({o});
     }
   }
+}
+
+TEST(JobScenario, ALostDeviceKeepsItsJobAndTheStallIsOneEpisodeUntilTheJobIsGone) {
+  const PlayResult run = Play("job_stall_after_device_lost", 50 * 60, 10, kJobNodes);
+  // The lost device reports no holder any more; its findings carry the job it had.
+  for (const char* rule : {"xid_error", "device_lost"}) {
+    const auto found = OfRule(run.opened, rule);
+    ASSERT_EQ(found.size(), 1u) << rule << Describe(run.opened);
+    EXPECT_EQ(found[0].finding.node(), "sim-2");
+    EXPECT_EQ(found[0].finding.device(), "3");
+    EXPECT_EQ(found[0].finding.job(), "4711") << rule << ": the lost device's last known job";
+  }
+  const auto stalls = OfRule(run.opened, "job_stall");
+  ASSERT_EQ(stalls.size(), 1u) << "one job_stall for the episode, teardown included:"
+                               << Describe(run.opened);
+  const v1::Finding& stall = stalls[0].finding;
+  EXPECT_EQ(stall.job(), "4711");
+  EXPECT_EQ(stall.node(), "sim-2");
+  EXPECT_EQ(stall.consequence_of(), "xid_error on sim-2 device 3")
+      << "the first fault: the lost device's XID";
+  // It ends when the job is gone: the last node's teardown at 43m, not the first one's at 40m.
+  const auto closed = std::find_if(run.closed.begin(), run.closed.end(),
+                                   [](const v1::Finding& f) { return f.rule() == "job_stall"; });
+  ASSERT_NE(closed, run.closed.end()) << "the stall ends once the job is gone";
+  EXPECT_GE(ToNanos(closed->end()) - kStartSeconds * 1'000'000'000,
+            int64_t{43} * 60 * 1'000'000'000);
+  EXPECT_LE(ToNanos(closed->end()) - kStartSeconds * 1'000'000'000,
+            int64_t{44} * 60 * 1'000'000'000);
 }
 
 TEST(JobScenario, NoFirstFaultWhenDisabled) {

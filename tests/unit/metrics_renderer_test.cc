@@ -472,8 +472,9 @@ TEST(MetricsRenderer, ExporterSelfMetrics) {
 TEST(MetricsRenderer, DiagnosisSeriesHaveOneLabelSetWithEmptyDeviceAndLink) {
   DiagnosticsMetrics d;
   d.enabled = true;
-  d.active.push_back({"link_down", "n1", "0", "nvlink0", "critical", "4711"});
-  d.active.push_back({"host_oom_kill", "n2", "", "", "warning"});
+  d.active.push_back({"link_down", "n1", "0", "nvlink0", "critical", "4711",
+                      "xid_error on n1 device 0", "link_down on n1 device 0"});
+  d.active.push_back({"host_oom_kill", "n2", "", "", "warning", "", "", "host_oom_kill on n2"});
   d.opened[{"link_down", "critical"}] = 3;
   d.opened[{"link_down", "warning"}] = 0;
   d.reports = 42;
@@ -486,14 +487,19 @@ TEST(MetricsRenderer, DiagnosisSeriesHaveOneLabelSetWithEmptyDeviceAndLink) {
   EXPECT_NE(text.find("# TYPE accelmon_diagnosis_findings_total counter"), std::string::npos);
   // Empty labels are written, not left out: every series has the same label names.
   EXPECT_NE(text.find("accelmon_diagnosis_active{rule=\"host_oom_kill\",node=\"n2\",device=\"\","
-                      "link=\"\",severity=\"warning\",job_id=\"\"} 1"),
+                      "link=\"\",severity=\"warning\",job_id=\"\",finding=\"host_oom_kill on n2\","
+                      "consequence_of=\"\"} 1"),
             std::string::npos)
       << text;
   const auto samples = ParseExposition(text);
-  EXPECT_EQ(
-      FindValue(samples, "accelmon_diagnosis_active",
-                {{"rule", "link_down"}, {"device", "0"}, {"link", "nvlink0"}, {"job_id", "4711"}}),
-      1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_active",
+                      {{"rule", "link_down"},
+                       {"device", "0"},
+                       {"link", "nvlink0"},
+                       {"job_id", "4711"},
+                       {"finding", "link_down on n1 device 0"},
+                       {"consequence_of", "xid_error on n1 device 0"}}),
+            1.0);
   EXPECT_EQ(FindValue(samples, "accelmon_diagnosis_findings_total",
                       {{"rule", "link_down"}, {"severity", "critical"}}),
             3.0);
