@@ -125,7 +125,7 @@ void RunDiagnose(benchmark::State& state, const std::string& input, uint64_t rep
                  uint64_t values) {
   uint64_t rounds = 0;
   for (auto _ : state) {
-    const int rc = accelmon::Diagnose({.input = input, .output = "/dev/null"});
+    const int rc = accelmon::Diagnose({.inputs = {input}, .output = "/dev/null"});
     if (rc != 0) state.SkipWithError("diagnose failed");
     ++rounds;
   }
