@@ -75,13 +75,17 @@ function push(history, key, time, util, memory) {
 // --- fetching -------------------------------------------------------------------------------
 
 async function poll() {
-  const url = "api/v1/status" + (state.selected ? "?node=" + encodeURIComponent(state.selected) : "");
+  const asked = state.selected;
+  const url = "api/v1/status" + (asked ? "?node=" + encodeURIComponent(asked) : "");
   try {
     const response = await fetch(url, { cache: "no-store", credentials: "same-origin" });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const data = await response.json();
-    state.data = data;
     setConnection(true, "");
+    // A node selected while this was in flight: its detail is fetched already (fetchNow), and
+    // this answer, without it, would blank the detail until the next tick.
+    if (asked !== state.selected) return;
+    state.data = data;
     render();
   } catch (e) {
     setConnection(false, e.message);
@@ -292,9 +296,18 @@ $("nodes").tHead.addEventListener("click", (e) => {
   state.sort = { key, asc: state.sort.key === key ? !state.sort.asc : key === "node" };
   if (state.data) renderNodes(state.data.nodes);
 });
+// The rows are redrawn at every refresh: a row replaced between the button's press and its
+// release makes the click land on the table body, so the press remembers which node it was on.
+let pressedNode = null;
+$("nodes").tBodies[0].addEventListener("pointerdown", (e) => {
+  const row = e.target.closest("tr[data-node]");
+  pressedNode = row ? row.dataset.node : null;
+});
 $("nodes").tBodies[0].addEventListener("click", (e) => {
   const row = e.target.closest("tr[data-node]");
-  if (row) select(row.dataset.node === state.selected ? "" : row.dataset.node);
+  const node = row ? row.dataset.node : pressedNode;
+  pressedNode = null;
+  if (node !== null) select(node === state.selected ? "" : node);
 });
 $("filter").addEventListener("input", (e) => {
   state.filter = e.target.value.trim();
