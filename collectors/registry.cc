@@ -15,6 +15,7 @@
 #include "collectors/infiniband.h"
 #include "collectors/kubelet.h"
 #include "collectors/meminfo.h"
+#include "collectors/nccl_ras.h"
 #include "collectors/netdev.h"
 #include "collectors/nvml.h"
 #include "collectors/pressure.h"
@@ -113,6 +114,14 @@ std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& 
   if (config.processes && (config.devices || config.sim_devices > 0)) {
     collectors.push_back(
         std::make_unique<ProcessesCollector>(config.paths, config.processes_options));
+  }
+  // NCCL's view of the collectives on a node with devices (a simulated node's sim reports its
+  // own), asked on its own thread: it never holds up the tick.
+  if (config.devices && !config.nccl_ras_addresses.empty()) {
+    collectors.push_back(
+        std::make_unique<NcclRasCollector>(NcclRasOptions{.addresses = config.nccl_ras_addresses,
+                                                          .timeout = config.nccl_ras_timeout,
+                                                          .period = config.interval}));
   }
   // After every source of processes and holders: a pod's holder takes in its device's processes.
   if (!config.kubelet_socket.empty()) {

@@ -44,6 +44,10 @@ struct CollectorConfig {
   // collector. It runs last: it folds the processes' holders of a device into its pod's.
   std::string kubelet_socket{};
   std::chrono::milliseconds kubelet_timeout{500};  // --kubelet.timeout
+  // NCCL's RAS ports to ask (--nccl-ras.address); empty: no "nccl_ras" collector.
+  std::vector<std::string> nccl_ras_addresses{};
+  std::chrono::milliseconds nccl_ras_timeout{5000};  // --nccl-ras.timeout
+  std::chrono::milliseconds interval{1000};          // --collect.interval: how often RAS is asked
 };
 
 // One host collector: the one place its name, help and default are spelled. The name is the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "collectors/push.h"
 #include "proto/time_format.h"
@@ -173,7 +174,8 @@ SimCollector::SimCollector(SimOptions options) : options_(std::move(options)) {
         }
       }
     }
-    if (f.AppliesTo(options_.node)) faults_.push_back(f);
+    // A hung rank hangs its whole job: every node of the job keeps it.
+    if (f.AppliesTo(options_.node) || f.kind == FaultKind::kRankHang) faults_.push_back(f);
   }
   fault_states_.resize(faults_.size());
 }
@@ -317,6 +319,128 @@ void SimCollector::Collect(v1::NodeReport& report) {
   for (uint32_t i = 0; i < devices_.size(); ++i) {
     Step(devices_[i], i, elapsed_s, dt_s, *report.add_devices());
   }
+  if (options_.jobs && options_.communicators) AddCommunicators(report, now_ns);
+}
+
+std::optional<SimCollector::RankAt> SimCollector::JobAt(const std::string& node, int device) const {
+  if (node == options_.node || (node.empty() && options_.node.empty())) {
+    if (device < 0 || device >= static_cast<int>(devices_.size())) return std::nullopt;
+    const auto& placement = devices_[static_cast<size_t>(device)].placement;
+    if (!placement) return std::nullopt;
+    return RankAt{.job = placement->job, .rank = placement->rank};
+  }
+  if (!options_.scenario || options_.scenario->jobs.empty()) {
+    // The default job holds every device of every node; another node's ranks are not known here.
+    return RankAt{.job = options_.job.empty() ? std::string(kDefaultJob) : options_.job,
+                  .rank = std::nullopt};
+  }
+  for (const SimJob& job : options_.scenario->jobs) {
+    if (!job.OnNode(node)) continue;
+    const auto per_node = job.devices.empty() ? devices_.size() : job.devices.size();
+    const auto k =
+        job.devices.empty()
+            ? static_cast<size_t>(device)
+            : static_cast<size_t>(std::find(job.devices.begin(), job.devices.end(), device) -
+                                  job.devices.begin());
+    if (k >= per_node) continue;
+    RankAt at{.job = job.id, .rank = std::nullopt};
+    if (!job.nodes.empty()) {
+      const auto position = static_cast<size_t>(
+          std::find(job.nodes.begin(), job.nodes.end(), node) - job.nodes.begin());
+      at.rank = static_cast<uint32_t>(position * per_node + k);
+    }
+    return at;
+  }
+  return std::nullopt;
+}
+
+bool SimCollector::Hangs(const Fault& f, const std::string& job) const {
+  const auto at = JobAt(f.node, f.device);
+  return at && at->job == job;
+}
+
+// NCCL RAS's view of each job on this node: one communicator of the job's ranks, each launching
+// kCollectivesPerSecond collectives (counted from midnight UTC, so that agents started apart
+// agree) until its device stalls, pauses or is lost. A rank_hang stops its rank at a collective
+// the others have already launched: they stay one ahead, waiting for it.
+void SimCollector::AddCommunicators(v1::NodeReport& report, int64_t now_ns) {
+  const int64_t day_ns = 86400LL * 1000000000LL;
+  const int64_t midnight_ns = start_ns_ - ((start_ns_ % day_ns) + day_ns) % day_ns;
+  const auto count_at = [&](int64_t t_ns) {
+    return static_cast<uint64_t>(static_cast<double>(t_ns - midnight_ns) / 1e9 *
+                                 kCollectivesPerSecond);
+  };
+  const auto onset_ns = [&](const Fault& f) {
+    return start_ns_ + static_cast<int64_t>(f.at_s * 1e9);
+  };
+  std::map<std::string, v1::Communicator*> by_job;
+  for (uint32_t i = 0; i < devices_.size(); ++i) {
+    const SimDevice& d = devices_[i];
+    if (!d.placement || d.process_gone) continue;
+    const Placement& job = *d.placement;
+    v1::Communicator*& c = by_job[job.job];
+    if (c == nullptr) {
+      c = report.add_communicators();
+      uint64_t h = 0xcbf29ce484222325ULL;
+      for (const char ch : job.job) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ULL;
+      char hash[24];
+      std::snprintf(hash, sizeof hash, "0x%llx", static_cast<unsigned long long>(h));
+      c->set_hash(hash);
+      c->set_size(job.world_size);
+      c->set_ranks_reporting(job.world_size);
+      c->set_source("sim");
+      c->set_nccl_version("2.29.2-sim");
+    }
+    // Where this rank stopped launching collectives, if it did.
+    std::optional<uint64_t> stopped;
+    const auto stop = [&](uint64_t at) { stopped = stopped ? std::min(*stopped, at) : at; };
+    for (const Fault* f : active_) {
+      const bool here = f->AppliesTo(static_cast<int>(i)) && f->AppliesTo(options_.node);
+      if ((f->kind == FaultKind::kStall || f->kind == FaultKind::kPause ||
+           f->kind == FaultKind::kDeviceLost) &&
+          here) {
+        stop(count_at(onset_ns(*f)));
+      }
+      if (f->kind == FaultKind::kRankHang && Hangs(*f, job.job)) {
+        const bool hung = f->node == options_.node && f->device == static_cast<int>(i);
+        stop(count_at(onset_ns(*f)) + (hung ? 0 : 1));
+      }
+    }
+    const uint64_t collectives = stopped ? *stopped : count_at(now_ns);
+    v1::CommunicatorRank& r = *c->add_ranks();
+    r.set_rank(job.rank);
+    r.set_local(true);
+    r.set_device(i);
+    r.set_pid(10000 + 1000 * i + d.restarts);
+    r.set_host(options_.node);
+    r.set_state(v1::RANK_STATE_OK);
+    r.set_collectives(collectives);
+    (*r.mutable_collectives_by_kind())["AllReduce"] = collectives;
+    c->set_collectives_max(std::max(c->collectives_max(), collectives));
+  }
+  // The hung rank as the other nodes' RAS sees it, and where the others are.
+  for (const Fault* f : active_) {
+    if (f->kind != FaultKind::kRankHang || f->node == options_.node) continue;
+    const auto at = JobAt(f->node, f->device);
+    if (!at) continue;
+    const auto it = by_job.find(at->job);
+    if (it == by_job.end()) continue;
+    const uint64_t hung = count_at(onset_ns(*f));
+    it->second->set_collectives_max(std::max(it->second->collectives_max(), hung + 1));
+    if (!at->rank) continue;
+    v1::CommunicatorRank& r = *it->second->add_ranks();
+    r.set_rank(*at->rank);
+    r.set_local(false);
+    r.set_device(static_cast<uint32_t>(f->device));
+    r.set_host(f->node);
+    r.set_state(v1::RANK_STATE_OK);
+    r.set_collectives(hung);
+    (*r.mutable_collectives_by_kind())["AllReduce"] = hung;
+  }
+  for (auto& [job, c] : by_job) {
+    std::sort(c->mutable_ranks()->begin(), c->mutable_ranks()->end(),
+              [](const auto& a, const auto& b) { return a.rank() < b.rank(); });
+  }
 }
 
 void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double dt_s,
@@ -328,7 +452,11 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   double creep_mix = 0, creep_to = 0, ramp_mix = 0, ramp_to = 0, spike_to = 0;
   const std::string* firmware = nullptr;
   for (const Fault* f : active_) {
-    if (!f->AppliesTo(static_cast<int>(index))) continue;
+    // A hung rank (on any node) stalls every device of its job: the others wait for it.
+    if (f->kind == FaultKind::kRankHang && d.placement && Hangs(*f, d.placement->job)) {
+      stalled = true;
+    }
+    if (f->kind == FaultKind::kRankHang || !f->AppliesTo(static_cast<int>(index))) continue;
     const double t = elapsed_s - f->at_s;
     switch (f->kind) {
       case FaultKind::kFragmentationCreep:
@@ -406,6 +534,7 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   // A device nobody holds idles, as one whose job ended.
   if (!d.placement) job_ended = true;
   if (job_ended) compute = membw = 0;
+  d.process_gone = job_ended;
   out.mutable_utilization()->set_compute_ratio(compute);
   out.mutable_utilization()->set_memory_bandwidth_ratio(membw);
 

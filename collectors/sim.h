@@ -32,6 +32,8 @@ struct SimOptions {
   // False: the devices alone, held by nobody the sim knows of (no holders, no pushed job or rank):
   // for tests of the attribution sources (kubelet, processes) over simulated devices.
   bool jobs = true;
+  // False: no NCCL communicators of its jobs (tests where the nccl_ras collector reports them).
+  bool communicators = true;
 };
 
 // Throws ScenarioError ("FILE:LINE: what") when a fault names a device or link that a simulation
@@ -53,6 +55,7 @@ class SimCollector final : public Collector {
   static constexpr double kPowerLimitWatts = 700;
   static constexpr double kNvlinkBytesPerSecond = 50e9;  // per link, per direction
   static constexpr double kPcieBytesPerSecond = 63e9;    // PCIe 5.0 x16, per direction
+  static constexpr double kCollectivesPerSecond = 4;     // NCCL collectives a rank launches
 
  private:
   struct SimLink {
@@ -100,7 +103,17 @@ class SimCollector final : public Collector {
     double last_allocated = 0;
     double last_cached_share = 0;
     double restart_floor_s = 0;
+    bool process_gone = false;  // as of the last tick: its job ended, or nobody holds it
   };
+  // The job (and rank, where known) on `device` of `node`, as the scenario places them.
+  struct RankAt {
+    std::string job;
+    std::optional<uint32_t> rank;
+  };
+  std::optional<RankAt> JobAt(const std::string& node, int device) const;
+  // Whether rank_hang `f` hangs `job`.
+  bool Hangs(const Fault& f, const std::string& job) const;
+  void AddCommunicators(v1::NodeReport& report, int64_t now_ns);
   struct FaultState {
     bool onset_done = false;  // its onset's events and one-off effects are out
     bool end_done = false;    // job_end: the job restarted after it

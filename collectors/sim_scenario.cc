@@ -17,7 +17,7 @@
 namespace accelmon::collectors {
 namespace {
 
-constexpr std::array<std::pair<FaultKind, std::string_view>, 19> kFaultNames{{
+constexpr std::array<std::pair<FaultKind, std::string_view>, 20> kFaultNames{{
     {FaultKind::kFragmentationCreep, "fragmentation_creep"},
     {FaultKind::kThermalRamp, "thermal_ramp"},
     {FaultKind::kThermalSpike, "thermal_spike"},
@@ -37,6 +37,7 @@ constexpr std::array<std::pair<FaultKind, std::string_view>, 19> kFaultNames{{
     {FaultKind::kFirmware, "firmware"},
     {FaultKind::kOomKill, "oom_kill"},
     {FaultKind::kStraggler, "straggler"},
+    {FaultKind::kRankHang, "rank_hang"},
 }};
 
 // The parameters each fault takes, besides at, fault, device, node and duration.
@@ -72,6 +73,7 @@ std::set<std::string> ParameterKeys(FaultKind kind) {
     case FaultKind::kPause:
     case FaultKind::kJobEnd:
     case FaultKind::kDeviceLost:
+    case FaultKind::kRankHang:
       return {};
   }
   return {};
@@ -259,6 +261,10 @@ Fault ReadFault(const Reader& r, const YAML::Node& node) {
       f.count = r.Count(value, "count");
       if (f.count == 0 || f.count > 1000) r.Fail(value, "count must be from 1 to 1000");
     }
+  }
+  // The rank the job waits for: one device of one node.
+  if (f.kind == FaultKind::kRankHang && (f.node.empty() || f.device < 0)) {
+    r.Fail(node, "rank_hang names one rank: give node: and device: (an index, not \"all\")");
   }
   return f;
 }

@@ -57,6 +57,7 @@ enum class FaultKind {
   kFirmware,
   kOomKill,
   kStraggler,
+  kRankHang,
 };
 
 // The name used in scenario files, e.g. "thermal_ramp".

@@ -136,7 +136,8 @@ class Parser {
               {"busy_ratio", F::kRatio, &r.busy_ratio},
               {"silent_link_share", F::kRatio, &r.silent_link_share},
               {"memory_kept_share", F::kRatio, &r.memory_kept_share},
-              {"for", F::kDuration, &r.for_seconds}};
+              {"for", F::kDuration, &r.for_seconds},
+              {"collective_intervals", F::kCount, &r.collective_intervals}};
     }
     if (id == "job_straggler") {
       auto& r = c.job_straggler;

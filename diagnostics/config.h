@@ -104,6 +104,9 @@ struct JobStallConfig {
   double memory_kept_share = 0.8;
   // ... for this long.
   double for_seconds = 120;
+  // NCCL RAS, where the job's nodes report it: stalled once no rank has launched a collective for
+  // this many report intervals while some rank lags behind the others or is missing.
+  uint32_t collective_intervals = 2;
 
   bool operator==(const JobStallConfig&) const = default;
 };

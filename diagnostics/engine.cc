@@ -461,7 +461,9 @@ void Engine::Process(const v1::NodeReport& report) {
     slice.job = job;
     slice.node = report.node();
     slice.now_ns = now_ns;
+    slice.interval_ns = report.has_interval() ? ToNanos(report.interval()) : 0;
     slice.devices.clear();
+    slice.communicators.clear();
     return slice;
   };
   // Devices by the holders they report: a lost device's last known job names its findings' job
@@ -469,6 +471,19 @@ void Engine::Process(const v1::NodeReport& report) {
   for (const v1::DeviceTelemetry& d : report.devices()) {
     const std::string_view job = DeviceJob(d);
     if (!job.empty()) slice_of(job).devices.push_back(&d);
+  }
+  // A communicator goes with the job of the device its first local rank is on.
+  for (const v1::Communicator& c : report.communicators()) {
+    for (const v1::CommunicatorRank& r : c.ranks()) {
+      if (!r.local() || !r.has_device()) continue;
+      const auto d = std::find_if(
+          report.devices().begin(), report.devices().end(),
+          [&](const v1::DeviceTelemetry& x) { return x.identity().index() == r.device(); });
+      if (d == report.devices().end()) continue;
+      const std::string_view job = DeviceJob(*d);
+      if (!job.empty()) slice_of(job).communicators.push_back(&c);
+      break;
+    }
   }
   for (const std::string& job : state.jobs) slice_of(job);  // left the node: an empty slice
   const auto slices = std::span(job_slices_).first(used);
@@ -751,7 +766,12 @@ void Engine::ForgetNode(const std::string& node, int64_t now_ns) {
   const std::vector<std::string> jobs = std::move(it->second->jobs);
   nodes_.erase(it);
   for (const std::string& job : jobs) {
-    ProcessJob(JobSlice{.job = job, .node = name, .now_ns = now_ns, .devices = {}});
+    ProcessJob(JobSlice{.job = job,
+                        .node = name,
+                        .now_ns = now_ns,
+                        .devices = {},
+                        .communicators = {},
+                        .interval_ns = 0});
   }
 }
 

@@ -117,6 +117,9 @@ struct JobSlice {
   // The job's devices in the report; empty when the job left the node (no device holds it any
   // more, or the node went away).
   std::vector<const v1::DeviceTelemetry*> devices;
+  // The NCCL communicators of the report whose local ranks are on the job's devices.
+  std::vector<const v1::Communicator*> communicators;
+  int64_t interval_ns = 0;  // the report's interval; 0 when it has none
 };
 
 // The engine, as a job rule sees it while observing one slice.

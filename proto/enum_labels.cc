@@ -15,6 +15,23 @@ std::string_view HolderKindLabel(v1::HolderKind kind) {
   }
 }
 
+std::string_view RankStateLabel(v1::RankState state) {
+  switch (state) {
+    case v1::RANK_STATE_OK:
+      return "ok";
+    case v1::RANK_STATE_MISSING:
+      return "missing";
+    case v1::RANK_STATE_UNRESPONSIVE:
+      return "unresponsive";
+    case v1::RANK_STATE_DEAD:
+      return "dead";
+    case v1::RANK_STATE_ERROR:
+      return "error";
+    default:
+      return "unknown";
+  }
+}
+
 std::string_view LinkKindLabel(v1::LinkKind kind) {
   switch (kind) {
     case v1::LINK_KIND_NVLINK:

@@ -17,5 +17,8 @@ std::string_view LinkKindLabel(v1::LinkKind kind);
 // The `location` label of ECC counts by memory location ("dram", "sram", ...; "unknown" when
 // unspecified).
 std::string_view MemoryLocationLabel(v1::MemoryLocation location);
+// The `state` of an NCCL rank ("ok", "missing", "unresponsive", "dead", "error"; "unknown" when
+// unspecified).
+std::string_view RankStateLabel(v1::RankState state);
 
 }  // namespace accelmon

@@ -104,6 +104,17 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
                  "it is slow)")
       ->check(kDuration)
       ->capture_default_str();
+  // NCCL's own view of its collectives (docs/jobs.md "NCCL RAS").
+  cmd.add_option("--nccl-ras.address", f.nccl_ras_addresses,
+                 "NCCL RAS ports to ask each interval, host:port or a port (one per job whose "
+                 "NCCL_RAS_ADDR differs; \"\" turns it off)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--nccl-ras.timeout", f.nccl_ras_timeout,
+                 "Give up on a RAS answer after this long (asked off the collection tick, which "
+                 "never waits for it)")
+      ->check(kDuration)
+      ->capture_default_str();
   // node_exporter's style: a pair of flags per host collector, generated from the one list.
   // Triggered as parsed, so that the last of --collector.X and --no-collector.X given wins.
   for (const collectors::HostCollectorInfo& info : collectors::HostCollectors()) {
@@ -174,6 +185,14 @@ bool LoadSimScenario(const CollectorFlags& f,
   return true;
 }
 
+namespace {
+// `--nccl-ras.address ""` gives one empty address: none.
+std::vector<std::string> NonEmpty(std::vector<std::string> addresses) {
+  std::erase_if(addresses, [](const std::string& a) { return a.empty(); });
+  return addresses;
+}
+}  // namespace
+
 collectors::CollectorConfig MakeCollectorConfig(
     const CollectorFlags& f, collectors::PushStore* push,
     std::shared_ptr<const collectors::Scenario> scenario) {
@@ -192,7 +211,10 @@ collectors::CollectorConfig MakeCollectorConfig(
       .processes = f.processes,
       .processes_options = {.max_per_device = f.processes_max_per_device},
       .kubelet_socket = f.kubelet_socket,
-      .kubelet_timeout = *ParseDuration(f.kubelet_timeout)};
+      .kubelet_timeout = *ParseDuration(f.kubelet_timeout),
+      .nccl_ras_addresses = NonEmpty(f.nccl_ras_addresses),
+      .nccl_ras_timeout = *ParseDuration(f.nccl_ras_timeout),
+      .interval = *ParseDuration(f.interval)};
 }
 
 collectors::CollectorSet MakeCollectors(const CollectorFlags& f, collectors::PushStore* push,

@@ -45,6 +45,9 @@ struct CollectorFlags {
   // The kubelet's pod-resources API (collectors/kubelet.h); empty: no Kubernetes attribution.
   std::string kubelet_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string kubelet_timeout = "500ms";
+  // NCCL's RAS ports (collectors/nccl_ras.h); empty: not asked.
+  std::vector<std::string> nccl_ras_addresses{"localhost:28028"};
+  std::string nccl_ras_timeout = "5s";
   // --collector.<name> (true) and --no-collector.<name> (false), one pair per host collector in
   // collectors::HostCollectors(); the last one given for a name wins, and a collector not named
   // runs by its default.

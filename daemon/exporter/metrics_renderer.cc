@@ -823,6 +823,65 @@ class MetricFamilySink final : public MetricSink {
   std::deque<MetricFamily> families_;
 };
 
+// NCCL's view of its communicators (collectors/nccl_ras.h): per node, the communicators it has
+// ranks in; its own ranks' collective counts, and every rank it lists (its own, and the others'
+// that are not OK or lag) with its state and how far it is behind.
+class CollectiveFamilies {
+ public:
+  explicit CollectiveFamilies(MetricSink& s)
+      : sink_(s),
+        ranks_(s.Family("accelmon_nccl_communicator_ranks",
+                        "Ranks in the NCCL communicator (NCCL RAS), per node that has ranks in it.",
+                        kGauge)),
+        missing_(s.Family("accelmon_nccl_communicator_missing_ranks",
+                          "Ranks of the communicator NCCL RAS got no data from (missing, "
+                          "unresponsive or dead).",
+                          kGauge)),
+        max_(s.Family("accelmon_nccl_communicator_collectives_max",
+                      "The most collectives any rank of the communicator has launched.", kGauge)),
+        collectives_(s.Family("accelmon_nccl_rank_collectives_total",
+                              "Collectives this node's rank has launched (all kinds, NCCL RAS).",
+                              kCounter)),
+        state_(s.Family("accelmon_nccl_rank_state",
+                        "1 per rank the node lists, by state: its own ranks, and the others' that "
+                        "are not ok or lag (host names those).",
+                        kGauge)),
+        behind_(s.Family("accelmon_nccl_rank_collectives_behind",
+                         "Collectives a rank is behind the communicator's most advanced rank, for "
+                         "the ranks that lag.",
+                         kGauge)) {}
+
+  void Add(const std::string& node_name, const v1::Communicator& c) {
+    const LabelList cl{{"node", node_name}, {"communicator", c.hash()}};
+    accelmon::Add(sink_, ranks_, cl, c.size());
+    accelmon::Add(sink_, missing_, cl, c.missing_ranks());
+    if (c.has_collectives_max()) {
+      accelmon::Add(sink_, max_, cl, static_cast<double>(c.collectives_max()));
+    }
+    for (const v1::CommunicatorRank& r : c.ranks()) {
+      const IntLabel rank(r.rank());
+      LabelList rl = cl;
+      rl.Push("rank", rank.view());
+      std::optional<IntLabel> device;
+      if (r.has_device()) device.emplace(r.device());
+      if (device) rl.Push("device", device->view());
+      if (!r.local()) rl.Push("host", r.host());
+      if (r.local() && r.has_collectives()) {
+        accelmon::Add(sink_, collectives_, rl, static_cast<double>(r.collectives()));
+      }
+      accelmon::Add(sink_, state_, rl, "state", RankStateLabel(r.state()), 1);
+      if (r.has_collectives() && c.has_collectives_max() && r.collectives() < c.collectives_max()) {
+        accelmon::Add(sink_, behind_, rl,
+                      static_cast<double>(c.collectives_max() - r.collectives()));
+      }
+    }
+  }
+
+ private:
+  MetricSink& sink_;
+  const size_t ranks_, missing_, max_, collectives_, state_, behind_;
+};
+
 }  // namespace
 
 void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, MetricSink& s) {
@@ -830,12 +889,14 @@ void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, Metri
   NodeFamilies node_families(s);
   HostFamilies host_families(s);
   DeviceFamilies device_families(s);
+  CollectiveFamilies collective_families(s);
   for (const NodeEntry& entry : nodes) {
     const v1::NodeReport& r = *entry.report;
     const LabelList node_labels{{"node", r.node()}};
     node_families.Add(entry, node_labels, now);
     host_families.Add(r.node(), node_labels, r.host());
     for (const v1::DeviceTelemetry& d : r.devices()) device_families.Add(r.node(), d);
+    for (const v1::Communicator& c : r.communicators()) collective_families.Add(r.node(), c);
   }
 }
 

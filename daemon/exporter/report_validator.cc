@@ -350,6 +350,14 @@ std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits&
     }
   }
   if (static_cast<size_t>(report.events_size()) > limits.max_events) return "too_many_events";
+  if (static_cast<size_t>(report.communicators_size()) > limits.max_communicators) {
+    return "too_many_communicators";
+  }
+  for (const v1::Communicator& comm : report.communicators()) {
+    if (static_cast<size_t>(comm.ranks_size()) > limits.max_ranks_per_communicator) {
+      return "too_many_ranks";
+    }
+  }
 
   Checker c(limits);
   c.Label(report.node());
@@ -372,6 +380,17 @@ std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits&
   }
   for (const v1::DeviceTelemetry& d : report.devices()) CheckDevice(c, d);
   CheckHost(c, report.host());
+  // The hash and a rank's host are labels; kinds are map keys; the rest is free text.
+  for (const v1::Communicator& comm : report.communicators()) {
+    c.Label(comm.hash());
+    c.Text(comm.source());
+    c.Text(comm.nccl_version());
+    for (const v1::CommunicatorRank& r : comm.ranks()) {
+      c.Label(r.host());
+      for (const auto& [kind, count] : r.collectives_by_kind()) c.Label(kind);
+      c.Text(r.error());
+    }
+  }
   for (const v1::Event& e : report.events()) {
     c.Label(e.device_uuid());
     c.Label(e.link());

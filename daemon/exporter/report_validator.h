@@ -30,6 +30,10 @@ struct ValidationLimits {
   // A Kubernetes pod name may be a DNS subdomain of up to 253 bytes; the holder's other strings
   // are held to max_label_bytes.
   size_t max_pod_bytes = 253;
+  // NCCL communicators per report, and ranks per communicator (the agent keeps its own node's
+  // and at most 64 of the others', collectors/nccl_ras.h; a node holds at most max_devices).
+  size_t max_communicators = 64;
+  size_t max_ranks_per_communicator = 128;
   // How far a report's timestamp may be ahead of the exporter's clock (node clock skew).
   std::chrono::milliseconds max_future = std::chrono::minutes(5);
   // What is trimmed rather than refused (series_budget.h).
@@ -40,8 +44,8 @@ struct ValidationLimits {
 // `reason` label of accelmon_exporter_reports_rejected_total), or empty when it is acceptable.
 // Reasons: missing_node, missing_instance, missing_sequence, missing_timestamp,
 // timestamp_in_future, too_many_devices, too_many_links, too_many_events, too_many_processes,
-// too_many_holders, too_many_holder_pids, label_too_long, invalid_utf8, non_finite_value,
-// value_out_of_range.
+// too_many_holders, too_many_holder_pids, too_many_communicators, too_many_ranks, label_too_long,
+// invalid_utf8, non_finite_value, value_out_of_range.
 std::string ValidateReport(const v1::NodeReport& report, const ValidationLimits& limits,
                            Clock::time_point now);
 

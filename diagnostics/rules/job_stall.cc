@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "diagnostics/collective_view.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
@@ -230,6 +231,8 @@ class JobStallAcrossNodesRule final : public JobRule {
       if (it == nodes_.end()) it = nodes_.try_emplace(std::string(slice.node)).first;
       Update(it->second, slice);
     }
+    collectives_.Update(slice.node, slice.devices.empty() ? kNone : slice.communicators,
+                        slice.now_ns);
     Judge(slice, context);
   }
 
@@ -312,7 +315,31 @@ class JobStallAcrossNodesRule final : public JobRule {
       stalled_ = false;  // the job is gone: so is its stall (the engine ends it)
       return;
     }
+    // NCCL RAS, where the nodes report it: no rank launched a collective for a few intervals
+    // while one lags or does not answer. It knows without waiting for the devices to idle (a
+    // waiting rank's NCCL kernel may spin at full utilization), and it names the rank.
+    const int64_t for_ns = static_cast<int64_t>(config_.collective_intervals) * slice.interval_ns;
+    std::optional<CollectiveVerdict> stopped;
+    if (for_ns > 0 && config_.collective_intervals > 0) {
+      stopped = collectives_.Stopped(slice.now_ns, for_ns);
+    }
+    if (stalled_ && by_collectives_) {
+      // Over once a collective is launched again; a job torn down (its communicators gone)
+      // goes on as a device stall, ending when the job is gone or a device works again.
+      if (collectives_.ProgressedAfter(stall_since_ns_)) {
+        stalled_ = false;
+        return;
+      }
+      if (stopped) return RaiseCollective(slice, *stopped, context);
+      by_collectives_ = false;
+    }
     if (stalled_) return GoOn(slice, context);
+    if (stopped) {
+      stalled_ = by_collectives_ = true;
+      stall_node_ = stopped->node;
+      stall_since_ns_ = stopped->since_ns;
+      return RaiseCollective(slice, *stopped, context);
+    }
     int64_t since = 0;  // when the last device went idle: the whole job is idle since then
     std::optional<int64_t> first_idle;
     std::string_view first_node;
@@ -353,7 +380,11 @@ class JobStallAcrossNodesRule final : public JobRule {
         std::to_string(std::llround(memory_avg / (1024.0 * 1024 * 1024))) + " GiB avg), " +
         (links_judged > 0 ? "links silent" : "link traffic unknown") + "; " +
         std::string(first_node) + " went idle first — hung collective?";
+    // What NCCL says it waits for, where the nodes report it.
+    const std::optional<CollectiveVerdict> lagging = collectives_.Lagging();
+    if (lagging) raised.summary += " NCCL: " + lagging->Describe();
     raised.evidence.push_back(TextEvidence("job", slice.job));
+    if (lagging) AddCollectiveEvidence(*lagging, raised);
     raised.evidence.push_back(TextEvidence("nodes", node_names));
     raised.evidence.push_back(TextEvidence("first_idle_node", first_node));
     raised.evidence.push_back(NumberEvidence("idle_devices", static_cast<double>(idle), "count"));
@@ -367,6 +398,44 @@ class JobStallAcrossNodesRule final : public JobRule {
     stall_since_ns_ = since;
     stall_summary_ = raised.summary;
     context.Raise(first_node, Subject{}, std::move(raised));
+  }
+
+  // The stall NCCL RAS shows: the rank(s) the others wait for, and where they all stopped.
+  void RaiseCollective(const JobSlice& slice, const CollectiveVerdict& v, JobRuleContext& context) {
+    Raised raised;
+    raised.severity = kCritical;
+    raised.plot = "compute_ratio";
+    raised.start_ns = stall_since_ns_;
+    raised.window_start_ns = stall_since_ns_;
+    const double stopped_for = static_cast<double>(slice.now_ns - stall_since_ns_) / 1e9;
+    raised.summary = "job " + std::string(slice.job) + ": no collective launched for " +
+                     FormatDuration(std::chrono::duration<double>(stopped_for)) + ": " +
+                     v.Describe() + " — the job waits for it (NCCL RAS)";
+    stall_summary_ = raised.summary;
+    raised.evidence.push_back(TextEvidence("job", slice.job));
+    AddCollectiveEvidence(v, raised);
+    raised.evidence.push_back(NumberEvidence("stopped_for", stopped_for, "seconds"));
+    context.Raise(stall_node_, Subject{}, std::move(raised));
+  }
+
+  static void AddCollectiveEvidence(const CollectiveVerdict& v, Raised& raised) {
+    const WaitedRank& w = v.waited.front();
+    std::string where = "rank " + std::to_string(w.rank);
+    if (!w.node.empty()) where += " on " + w.node;
+    if (!w.host.empty() && w.node.empty()) where += " (host " + w.host + ")";
+    if (w.device) where += " device " + std::to_string(*w.device);
+    raised.evidence.push_back(TextEvidence("waiting_for", where));
+    raised.evidence.push_back(TextEvidence("communicator", v.communicator));
+    raised.evidence.push_back(NumberEvidence("waited_rank", w.rank, "rank"));
+    if (w.collectives) {
+      raised.evidence.push_back(
+          NumberEvidence("waited_rank_collectives", static_cast<double>(*w.collectives), "count"));
+    }
+    raised.evidence.push_back(
+        NumberEvidence("others_collectives", static_cast<double>(v.others_at), "count"));
+    raised.evidence.push_back(
+        NumberEvidence("waited_ranks", static_cast<double>(v.waited.size()), "count"));
+    raised.evidence.push_back(NumberEvidence("communicator_ranks", v.size, "count"));
   }
 
   // The stall goes on, one finding for the episode, while the job is torn down after it (its
@@ -403,6 +472,9 @@ class JobStallAcrossNodesRule final : public JobRule {
   std::string key_scratch_;
   // The stall raised and not ended yet: on which node it opened, since when, what it said.
   bool stalled_ = false;
+  bool by_collectives_ = false;  // opened on NCCL RAS's word, not the devices'
+  CollectiveView collectives_;
+  static inline const std::vector<const v1::Communicator*> kNone{};
   std::string stall_node_;
   int64_t stall_since_ns_ = 0;
   std::string stall_summary_;

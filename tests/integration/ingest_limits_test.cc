@@ -94,8 +94,16 @@ TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
     auto* h = r.add_devices()->add_holders();
     for (uint32_t pid = 1; pid <= 257; ++pid) h->add_pids(pid);
   });
+  add("too_many_communicators", [](auto& r) {
+    for (int i = 0; i < 65; ++i) r.add_communicators()->set_hash("0x" + std::to_string(i));
+  });
+  add("too_many_ranks", [](auto& r) {
+    auto* c = r.add_communicators();
+    for (uint32_t rank = 0; rank < 129; ++rank) c->add_ranks()->set_rank(rank);
+  });
   add("label_too_long",
       [](auto& r) { r.add_devices()->add_holders()->set_pod(std::string(254, 'p')); });
+  add("label_too_long", [](auto& r) { r.add_communicators()->set_hash(std::string(129, 'f')); });
   add("too_many_events", [](auto& r) {
     for (int i = 0; i < 1025; ++i) r.add_events()->set_kind(v1::EVENT_KIND_XID);
   });

@@ -9,7 +9,6 @@
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
-#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -26,6 +25,7 @@
 #include "daemon/agent/agent.h"
 #include "k8s/podresources/v1/api.grpc.pb.h"
 #include "support/http_get.h"
+#include "support/log_capture.h"
 #include "support/loopback_exporter.h"
 #include "support/prom_text.h"
 #include "support/temp_dir.h"
@@ -36,6 +36,7 @@ namespace kubelet_test {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::LogCapture;
 using testing::WaitFor;
 namespace fs = std::filesystem;
 
@@ -170,38 +171,6 @@ const v1::CollectorStatus* Status(const v1::NodeReport& r, const std::string& na
   }
   return nullptr;
 }
-
-// Every spdlog message while it lives.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()), sink_(std::make_shared<Sink>()) {
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", sink_));
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  size_t Count(const std::string& needle) { return sink_->Count(needle); }
-
- private:
-  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
-   public:
-    size_t Count(const std::string& needle) {
-      std::lock_guard lock(mutex_);
-      size_t n = 0;
-      for (const std::string& line : lines_) n += line.find(needle) != std::string::npos;
-      return n;
-    }
-
-   protected:
-    void sink_it_(const spdlog::details::log_msg& msg) override {
-      lines_.emplace_back(msg.payload.data(), msg.payload.size());
-    }
-    void flush_() override {}
-
-   private:
-    std::vector<std::string> lines_;
-  };
-  std::shared_ptr<spdlog::logger> previous_;
-  std::shared_ptr<Sink> sink_;
-};
 
 class KubeletAttribution : public ::testing::Test {
  protected:

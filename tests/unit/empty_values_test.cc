@@ -31,6 +31,7 @@ const std::set<std::string> kEmptyMeansOff = {
     "--config.file",
     "--push.socket",
     "--kubelet.pod-resources-socket",
+    "--nccl-ras.address",
     "--spool.dir",
     "--record.dir",
     "--web.config.file",

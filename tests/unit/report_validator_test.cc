@@ -211,6 +211,25 @@ v1::NodeReport FullReport() {
   ev->set_link("nvlink3");
   ev->set_code(79);
   ev->set_message("GPU has fallen off the bus");
+  auto* comm = r.add_communicators();
+  comm->set_hash("0x9e17999afaa87dbb");
+  comm->set_size(4);
+  comm->set_ranks_reporting(3);
+  comm->set_missing_ranks(1);
+  comm->set_collectives_max(1533);
+  comm->set_source("localhost:28028");
+  comm->set_nccl_version("2.29.2");
+  comm->set_partial(true);
+  auto* rank = comm->add_ranks();
+  rank->set_rank(2);
+  rank->set_local(true);
+  rank->set_device(0);
+  rank->set_pid(2001);
+  rank->set_host("10.0.0.2");
+  rank->set_state(v1::RANK_STATE_ERROR);
+  rank->set_collectives(1532);
+  (*rank->mutable_collectives_by_kind())["AllReduce"] = 1520;
+  rank->set_error("async error 6 (remote error)");
   return r;
 }
 
