@@ -373,6 +373,9 @@ void SimCollector::AddCommunicators(v1::NodeReport& report, int64_t now_ns) {
   const auto onset_ns = [&](const Fault& f) {
     return start_ns_ + static_cast<int64_t>(f.at_s * 1e9);
   };
+  // Where a hung rank stops: its count at the onset, rounded up to a hundred (the queued ones
+  // go out first), so that live agents started a moment apart agree on it.
+  const auto hang_count = [&](const Fault& f) { return (count_at(onset_ns(f)) / 100 + 1) * 100; };
   std::map<std::string, v1::Communicator*> by_job;
   for (uint32_t i = 0; i < devices_.size(); ++i) {
     const SimDevice& d = devices_[i];
@@ -403,7 +406,7 @@ void SimCollector::AddCommunicators(v1::NodeReport& report, int64_t now_ns) {
       }
       if (f->kind == FaultKind::kRankHang && Hangs(*f, job.job)) {
         const bool hung = f->node == options_.node && f->device == static_cast<int>(i);
-        stop(count_at(onset_ns(*f)) + (hung ? 0 : 1));
+        stop(hang_count(*f) + (hung ? 0 : 1));
       }
     }
     const uint64_t collectives = stopped ? *stopped : count_at(now_ns);
@@ -425,7 +428,7 @@ void SimCollector::AddCommunicators(v1::NodeReport& report, int64_t now_ns) {
     if (!at) continue;
     const auto it = by_job.find(at->job);
     if (it == by_job.end()) continue;
-    const uint64_t hung = count_at(onset_ns(*f));
+    const uint64_t hung = hang_count(*f);
     it->second->set_collectives_max(std::max(it->second->collectives_max(), hung + 1));
     if (!at->rank) continue;
     v1::CommunicatorRank& r = *it->second->add_ranks();

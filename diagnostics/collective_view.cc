@@ -36,7 +36,10 @@ std::string CollectiveVerdict::Describe() const {
   if (waited.size() > kNamed) out += " and " + std::to_string(waited.size() - kNamed) + " more";
   const size_t others = size > waited.size() ? size - waited.size() : 0;
   out += "; the other " + std::to_string(others) + " rank" + (others == 1 ? "" : "s") +
-         (others == 1 ? " is" : " are") + " at " + GroupThousands(others_at);
+         (others_between ? " reach "
+          : others == 1  ? " is at "
+                         : " are at ") +
+         GroupThousands(others_at);
   return out;
 }
 
@@ -102,9 +105,19 @@ std::optional<CollectiveVerdict> CollectiveView::Judge(const std::string& hash,
       }
     }
   }
+  // Waited for: the ranks that do not answer, and those furthest behind (the lowest count, below
+  // the most advanced): ranks a little behind the front only launched their last one later.
+  std::optional<uint64_t> lowest;
+  for (const auto& [rank, w] : ranks) {
+    if (w.collectives) lowest = std::min(lowest.value_or(*w.collectives), *w.collectives);
+  }
   for (auto& [rank, w] : ranks) {
-    const bool behind = w.collectives && *w.collectives < p.max;
-    if (w.state != v1::RANK_STATE_OK || behind) v.waited.push_back(std::move(w));
+    const bool behind = w.collectives && *w.collectives == lowest && *lowest < p.max;
+    if (w.state != v1::RANK_STATE_OK || behind) {
+      v.waited.push_back(std::move(w));
+    } else if (w.collectives && *w.collectives < p.max) {
+      v.others_between = true;
+    }
   }
   if (v.waited.empty()) return std::nullopt;
   v.node = reporter;

@@ -14,7 +14,7 @@
 
 namespace accelmon::diagnostics {
 
-// A rank the others wait for: behind them, or not answering.
+// A rank the others wait for: furthest behind them, or not answering.
 struct WaitedRank {
   uint32_t rank = 0;
   std::string node;  // the node whose own rank it is; empty when only others listed it
@@ -28,6 +28,7 @@ struct CollectiveVerdict {
   std::string communicator;  // its hash
   uint32_t size = 0;
   uint64_t others_at = 0;          // the most collectives any rank launched
+  bool others_between = false;     // some of the others are behind others_at too
   int64_t since_ns = 0;            // when that last grew
   std::vector<WaitedRank> waited;  // ascending by rank
   std::string

@@ -233,6 +233,13 @@ class JobStallAcrossNodesRule final : public JobRule {
     }
     collectives_.Update(slice.node, slice.devices.empty() ? kNone : slice.communicators,
                         slice.now_ns);
+    // The node's report interval; a report without one (a JSON-lines file) by its spacing.
+    interval_ns_ = slice.interval_ns;
+    if (interval_ns_ <= 0) {
+      auto [last, fresh] = last_report_ns_.try_emplace(std::string(slice.node), slice.now_ns);
+      interval_ns_ = fresh ? 0 : slice.now_ns - last->second;
+      last->second = slice.now_ns;
+    }
     Judge(slice, context);
   }
 
@@ -318,7 +325,7 @@ class JobStallAcrossNodesRule final : public JobRule {
     // NCCL RAS, where the nodes report it: no rank launched a collective for a few intervals
     // while one lags or does not answer. It knows without waiting for the devices to idle (a
     // waiting rank's NCCL kernel may spin at full utilization), and it names the rank.
-    const int64_t for_ns = static_cast<int64_t>(config_.collective_intervals) * slice.interval_ns;
+    const int64_t for_ns = static_cast<int64_t>(config_.collective_intervals) * interval_ns_;
     std::optional<CollectiveVerdict> stopped;
     if (for_ns > 0 && config_.collective_intervals > 0) {
       stopped = collectives_.Stopped(slice.now_ns, for_ns);
@@ -394,10 +401,11 @@ class JobStallAcrossNodesRule final : public JobRule {
     raised.evidence.push_back(
         NumberEvidence("links_silent", static_cast<double>(links_judged), "count"));
     stalled_ = true;
-    stall_node_.assign(first_node);
+    // Where to look: the rank NCCL shows the others waiting for, else the node idle first.
+    stall_node_.assign(lagging ? std::string_view(lagging->node) : first_node);
     stall_since_ns_ = since;
     stall_summary_ = raised.summary;
-    context.Raise(first_node, Subject{}, std::move(raised));
+    context.Raise(stall_node_, Subject{}, std::move(raised));
   }
 
   // The stall NCCL RAS shows: the rank(s) the others wait for, and where they all stopped.
@@ -474,6 +482,9 @@ class JobStallAcrossNodesRule final : public JobRule {
   bool stalled_ = false;
   bool by_collectives_ = false;  // opened on NCCL RAS's word, not the devices'
   CollectiveView collectives_;
+  int64_t interval_ns_ = 0;
+  std::map<std::string, int64_t, std::less<>> last_report_ns_;  // by node, for reports without
+                                                                // an interval
   static inline const std::vector<const v1::Communicator*> kNone{};
   std::string stall_node_;
   int64_t stall_since_ns_ = 0;

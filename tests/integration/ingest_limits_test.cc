@@ -142,9 +142,9 @@ TEST(IngestLimits, EveryKindOfMalformedReportIsRejectedAndTheStreamGoesOn) {
   const auto samples = Scrape(exporter);
   for (const auto& [reason, report] : bad) {
     EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_rejected_total", {{"reason", reason}}),
-              reason == "value_out_of_range" || reason == "label_too_long" ? 2.0
-              : reason == "invalid_utf8"                                   ? 3.0
-                                                                           : 1.0)
+              reason == "value_out_of_range"                           ? 2.0
+              : reason == "invalid_utf8" || reason == "label_too_long" ? 3.0
+                                                                       : 1.0)
         << reason;
   }
   EXPECT_EQ(FindValue(samples, "accelmon_exporter_reports_ingested_total"), 1.0);

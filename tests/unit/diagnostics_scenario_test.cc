@@ -496,35 +496,49 @@ TEST(JobScenario, SlowNodeIsOneStragglerForTheNode) {
   EXPECT_EQ(run.opened.size(), 1u) << "nothing else:" << Describe(run.opened);
 }
 
+// Two ways to the same finding: the devices (all idle for `for`, 2m, after the last rank went
+// idle at 35m30s), and NCCL RAS's view the simulator reports (sim-2's ranks stopped first, so
+// they are behind the others': stalled two report intervals after the last collective).
 TEST(JobScenario, StallAfterAnXidIsOneJobStallNamingTheXidAsFirstFault) {
-  const PlayResult run = Play("job_stall_after_xid", 45 * 60, 10, kJobNodes);
-  const auto xids = OfRule(run.opened, "xid_error");
-  ASSERT_EQ(xids.size(), 1u) << Describe(run.opened);
-  EXPECT_EQ(xids[0].finding.node(), "sim-2");
-  EXPECT_EQ(xids[0].finding.device(), "3");
-  EXPECT_EQ(xids[0].finding.job(), "4711") << "a device finding carries the device's job";
-  EXPECT_EQ(xids[0].finding.consequence_of(), "") << "the first fault";
+  for (const bool nccl : {false, true}) {
+    SCOPED_TRACE(nccl ? "with NCCL RAS" : "from the devices");
+    Config config;
+    if (!nccl) config.job_stall.collective_intervals = 1'000'000;  // never within the run
+    const PlayResult run = Play("job_stall_after_xid", 45 * 60, 10, kJobNodes, config);
+    const auto xids = OfRule(run.opened, "xid_error");
+    ASSERT_EQ(xids.size(), 1u) << Describe(run.opened);
+    EXPECT_EQ(xids[0].finding.node(), "sim-2");
+    EXPECT_EQ(xids[0].finding.device(), "3");
+    EXPECT_EQ(xids[0].finding.job(), "4711") << "a device finding carries the device's job";
+    EXPECT_EQ(xids[0].finding.consequence_of(), "") << "the first fault";
 
-  const auto stalls = OfRule(run.opened, "job_stall");
-  ASSERT_EQ(stalls.size(), 1u) << "one finding for the job, not one per node:"
-                               << Describe(run.opened);
-  const v1::Finding& stall = stalls[0].finding;
-  EXPECT_EQ(stall.job(), "4711");
-  EXPECT_EQ(stall.node(), "sim-2") << "the node that went idle first";
-  EXPECT_EQ(stall.device(), "");
-  EXPECT_EQ(EvidenceText(stall, "nodes"), "sim-0, sim-1, sim-2, sim-3");
-  EXPECT_EQ(stall.consequence_of(), "xid_error on sim-2 device 3");
-  // Opens `for` (2 minutes) after the last rank went idle (35m30s), within two intervals.
-  EXPECT_GE(stalls[0].at_s, 35 * 60 + 30 + 120);
-  EXPECT_LE(stalls[0].at_s, 35 * 60 + 30 + 120 + 20);
+    const auto stalls = OfRule(run.opened, "job_stall");
+    ASSERT_EQ(stalls.size(), 1u) << "one finding for the job, not one per node:"
+                                 << Describe(run.opened);
+    const v1::Finding& stall = stalls[0].finding;
+    EXPECT_EQ(stall.job(), "4711");
+    EXPECT_EQ(stall.node(), "sim-2") << "the node that went idle first, whose ranks NCCL waits for";
+    EXPECT_EQ(stall.device(), "");
+    EXPECT_EQ(stall.consequence_of(), "xid_error on sim-2 device 3");
+    EXPECT_NE(EvidenceText(stall, "waiting_for").find("on sim-2 device"), std::string::npos)
+        << "both name a rank of sim-2: " << stall.summary();
+    if (nccl) {
+      EXPECT_GE(stalls[0].at_s, 35 * 60 + 30 + 20);
+      EXPECT_LE(stalls[0].at_s, 35 * 60 + 30 + 30);
+    } else {
+      EXPECT_EQ(EvidenceText(stall, "nodes"), "sim-0, sim-1, sim-2, sim-3");
+      EXPECT_GE(stalls[0].at_s, 35 * 60 + 30 + 120);
+      EXPECT_LE(stalls[0].at_s, 35 * 60 + 30 + 120 + 20);
+    }
 
-  // Whatever else the hang opens (throughput_drop on the devices) follows from the XID too.
-  for (const Opened& o : run.opened) {
-    EXPECT_TRUE(o.finding.rule() == "xid_error" || o.finding.rule() == "job_stall" ||
-                o.finding.rule() == "throughput_drop")
-        << "unexpected:" << Describe({o});
-    if (o.finding.rule() != "xid_error") {
-      EXPECT_EQ(o.finding.consequence_of(), "xid_error on sim-2 device 3") << Describe({o});
+    // Whatever else the hang opens (throughput_drop on the devices) follows from the XID too.
+    for (const Opened& o : run.opened) {
+      EXPECT_TRUE(o.finding.rule() == "xid_error" || o.finding.rule() == "job_stall" ||
+                  o.finding.rule() == "throughput_drop")
+          << "unexpected:" << Describe({o});
+      if (o.finding.rule() != "xid_error") {
+        EXPECT_EQ(o.finding.consequence_of(), "xid_error on sim-2 device 3") << Describe({o});
+      }
     }
   }
 }

@@ -297,6 +297,50 @@ TEST(MetricsRenderer, NodeUpFollowsMissedIntervals) {
       1'700'000'000.5);
 }
 
+// NCCL RAS's communicators (collectors/nccl_ras.h): this node's ranks with their counts, the
+// other nodes' listed ranks with their host, how far behind the ones that lag are.
+TEST(MetricsRenderer, NcclRanksCarryStateAndTheLaggingOnesHowFarBehind) {
+  v1::NodeReport r;
+  r.set_node("gpu-7");
+  r.set_agent_instance_id("ras");
+  r.set_sequence(1);
+  r.mutable_timestamp()->set_seconds(1'700'000'000);
+  auto* c = r.add_communicators();
+  c->set_hash("0x9e1");
+  c->set_size(256);
+  c->set_missing_ranks(1);
+  c->set_collectives_max(4412);
+  auto* local = c->add_ranks();
+  local->set_rank(17);
+  local->set_local(true);
+  local->set_device(5);
+  local->set_state(v1::RANK_STATE_OK);
+  local->set_collectives(4411);
+  auto* remote = c->add_ranks();
+  remote->set_rank(90);
+  remote->set_host("10.0.0.3");
+  remote->set_state(v1::RANK_STATE_UNRESPONSIVE);
+  const auto samples = ParseExposition(
+      Text({{std::make_shared<const v1::NodeReport>(r), kNow - std::chrono::milliseconds(500)}}));
+  const std::map<std::string, std::string> comm{{"node", "gpu-7"}, {"communicator", "0x9e1"}};
+  EXPECT_EQ(FindValue(samples, "accelmon_nccl_communicator_ranks", comm), 256.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_nccl_communicator_missing_ranks", comm), 1.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_nccl_communicator_collectives_max", comm), 4412.0);
+  std::map<std::string, std::string> rank17 = comm;
+  rank17.insert({{"rank", "17"}, {"device", "5"}});
+  EXPECT_EQ(FindValue(samples, "accelmon_nccl_rank_collectives_total", rank17), 4411.0);
+  EXPECT_EQ(FindValue(samples, "accelmon_nccl_rank_collectives_behind", rank17), 1.0);
+  rank17["state"] = "ok";
+  EXPECT_EQ(FindValue(samples, "accelmon_nccl_rank_state", rank17), 1.0);
+  std::map<std::string, std::string> rank90 = comm;
+  rank90.insert({{"rank", "90"}, {"host", "10.0.0.3"}, {"state", "unresponsive"}});
+  EXPECT_EQ(FindValue(samples, "accelmon_nccl_rank_state", rank90), 1.0);
+  EXPECT_EQ(CountSamples(samples, "accelmon_nccl_rank_collectives_total"), 1u)
+      << "only this node's own ranks are counted; another's has no count here";
+  EXPECT_EQ(CountSamples(samples, "accelmon_nccl_rank_collectives_behind"), 1u)
+      << "no count, no distance: absent, never zero";
+}
+
 TEST(MetricsRenderer, LinksCarryKindPeerAndErrorType) {
   const auto samples = ParseExposition(Text(Nodes()));
   EXPECT_EQ(FindValue(samples, "accelmon_device_link_transmit_bytes_total",
