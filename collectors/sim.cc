@@ -319,7 +319,8 @@ void SimCollector::Collect(v1::NodeReport& report) {
   for (uint32_t i = 0; i < devices_.size(); ++i) {
     Step(devices_[i], i, elapsed_s, dt_s, *report.add_devices());
   }
-  if (options_.jobs && options_.communicators) AddCommunicators(report, now_ns);
+  // The latest time seen: a clock that steps back does not make counts run backwards.
+  if (options_.jobs && options_.communicators) AddCommunicators(report, last_ns_);
 }
 
 std::optional<SimCollector::RankAt> SimCollector::JobAt(const std::string& node, int device) const {
@@ -367,8 +368,8 @@ void SimCollector::AddCommunicators(v1::NodeReport& report, int64_t now_ns) {
   const int64_t day_ns = 86400LL * 1000000000LL;
   const int64_t midnight_ns = start_ns_ - ((start_ns_ % day_ns) + day_ns) % day_ns;
   const auto count_at = [&](int64_t t_ns) {
-    return static_cast<uint64_t>(static_cast<double>(t_ns - midnight_ns) / 1e9 *
-                                 kCollectivesPerSecond);
+    return static_cast<uint64_t>(static_cast<double>(std::max<int64_t>(0, t_ns - midnight_ns)) /
+                                 1e9 * kCollectivesPerSecond);
   };
   const auto onset_ns = [&](const Fault& f) {
     return start_ns_ + static_cast<int64_t>(f.at_s * 1e9);

@@ -34,7 +34,10 @@ v1::NodeReport Report(const std::string& node, uint64_t sequence, std::chrono::s
   r.set_node(node);
   r.set_agent_instance_id(node + "-instance");
   r.set_sequence(sequence);
-  const auto at = std::chrono::system_clock::now() - ago;
+  // Every report of the test is `ago` before one instant, so that a slow machine between two
+  // sends does not stretch the ten seconds between them (whole seconds: truncated below).
+  static const auto kNow = std::chrono::system_clock::now();
+  const auto at = kNow - ago;
   r.mutable_timestamp()->set_seconds(
       std::chrono::duration_cast<std::chrono::seconds>(at.time_since_epoch()).count());
   r.mutable_interval()->set_seconds(1);
