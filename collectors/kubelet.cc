@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "collectors/text_parsing.h"
 #include "k8s/podresources/v1/api.grpc.pb.h"
 
 namespace accelmon::collectors {
@@ -28,38 +29,11 @@ namespace podresources = ::v1;
 
 namespace {
 
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-    return std::tolower(static_cast<unsigned char>(x)) ==
-           std::tolower(static_cast<unsigned char>(y));
-  });
-}
-
 std::optional<uint32_t> ParseIndex(std::string_view s) {
   uint32_t v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
   return v;
-}
-
-// "DDDD:BB:DD.F" with the domain as a number: NVML writes "00000000:C1:00.0", sysfs
-// "0000:c1:00.0", and the device plugins whichever their library gives them.
-std::optional<std::pair<uint32_t, std::string>> PciKey(std::string_view id) {
-  const size_t first = id.find(':');
-  if (first == std::string_view::npos || id.find(':', first + 1) == std::string_view::npos) {
-    return std::nullopt;
-  }
-  uint32_t domain = 0;
-  const std::string_view d = id.substr(0, first);
-  const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), domain, 16);
-  if (d.empty() || ec != std::errc() || end != d.data() + d.size()) return std::nullopt;
-  std::string rest(id.substr(first + 1));
-  for (char& c : rest) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return std::pair{domain, rest};
-}
-
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
 }
 
 int FindBy(const v1::NodeReport& report, auto&& match) {
@@ -151,15 +125,13 @@ int FindAssignedDevice(const v1::NodeReport& report, std::string_view resource,
   }
   if (domain == "amd.com") {
     if (const auto index = ParseIndex(id)) return FindIndex(report, "amd", *index);
-    const auto key = PciKey(id);
-    if (!key) return -1;
     return FindBy(report, [&](const v1::DeviceIdentity& d) {
-      return d.vendor() == "amd" && PciKey(d.pci_bus_id()) == key;
+      return d.vendor() == "amd" && SamePciAddress(d.pci_bus_id(), id);
     });
   }
   if (domain == "huawei.com") {
     // "Ascend910-3": the physical NPU 3. Virtual NPUs ("Ascend910-2c-100-3") are not ours to map.
-    if (!StartsWith(id, "Ascend")) return -1;
+    if (!id.starts_with("Ascend")) return -1;
     const size_t dash = id.find('-');
     if (dash == std::string_view::npos || id.find('-', dash + 1) != std::string_view::npos) {
       return -1;
@@ -171,27 +143,69 @@ int FindAssignedDevice(const v1::NodeReport& report, std::string_view resource,
   return -1;
 }
 
-size_t AttributePods(const podresources::ListPodResourcesResponse& pods, v1::NodeReport& report) {
+size_t AttributePods(const podresources::ListPodResourcesResponse& pods, v1::NodeReport& report,
+                     const PodAttribution& how) {
   size_t added = 0;
   std::set<std::tuple<int, std::string, std::string, std::string>> seen;
   std::vector<int> touched;
   std::map<int, size_t> pods_on;  // device -> POD holders added
   for (const podresources::PodResources& pod : pods.pod_resources()) {
+    std::string uid;
+    if (how.uids != nullptr) {
+      if (auto it = how.uids->find({pod.namespace_(), pod.name()}); it != how.uids->end()) {
+        uid = it->second;
+      }
+    }
     for (const podresources::ContainerResources& container : pod.containers()) {
+      // One POD holder per (device, container), whichever way the device came.
+      auto add = [&](int d) -> v1::DeviceHolder* {
+        // Two replicas of one shared GPU (or two resources of one device) are one holder.
+        if (!seen.emplace(d, pod.namespace_(), pod.name(), container.name()).second) return nullptr;
+        if (++pods_on[d] > kMaxPodHoldersPerDevice) return nullptr;
+        v1::DeviceHolder& h = *report.mutable_devices(d)->add_holders();
+        h.set_kind(v1::HOLDER_KIND_POD);
+        h.set_pod(pod.name());
+        h.set_namespace_(pod.namespace_());
+        h.set_container(container.name());
+        h.set_pod_uid(uid);
+        touched.push_back(d);
+        ++added;
+        return &h;
+      };
       for (const podresources::ContainerDevices& devices : container.devices()) {
         for (const std::string& id : devices.device_ids()) {
           const int d = FindAssignedDevice(report, devices.resource_name(), id);
-          if (d < 0) continue;
-          // Two replicas of one shared GPU (or two resources of one device) are one holder.
-          if (!seen.emplace(d, pod.namespace_(), pod.name(), container.name()).second) continue;
-          if (++pods_on[d] > kMaxPodHoldersPerDevice) continue;
-          v1::DeviceHolder& h = *report.mutable_devices(d)->add_holders();
-          h.set_kind(v1::HOLDER_KIND_POD);
-          h.set_pod(pod.name());
-          h.set_namespace_(pod.namespace_());
-          h.set_container(container.name());
-          touched.push_back(d);
-          ++added;
+          if (d >= 0) add(d);
+        }
+      }
+      if (how.dra == nullptr) continue;
+      for (const podresources::DynamicResource& claim : container.dynamic_resources()) {
+        for (const podresources::ClaimResource& resource : claim.claim_resources()) {
+          std::string why_not;
+          const int d = how.dra->Resolve(report, resource, why_not);
+          if (d < 0) {
+            if (how.unresolved != nullptr) {
+              // The ResourceSlice's name for it where the kubelet gives one (1.32+), else its
+              // CDI devices.
+              std::string device = resource.driver_name() + "/" + resource.pool_name() + "/" +
+                                   resource.device_name();
+              if (resource.driver_name().empty()) {
+                device.clear();
+                for (const auto& cdi : resource.cdi_devices()) {
+                  device += (device.empty() ? "" : ",") + cdi.name();
+                }
+              }
+              const std::string claim_name = claim.claim_namespace() + "/" + claim.claim_name();
+              (*how.unresolved)[claim_name + " " + device] =
+                  "DRA device " + device + " (claim " + claim_name + ", pod " + pod.namespace_() +
+                  "/" + pod.name() + ") is none of this node's devices: " + why_not;
+            }
+            continue;
+          }
+          if (v1::DeviceHolder* h = add(d)) {
+            h->set_claim(claim.claim_name());
+            h->set_claim_namespace(claim.claim_namespace());
+          }
         }
       }
     }
@@ -238,7 +252,11 @@ struct KubeletCollector::Call {
   }
 };
 
-KubeletCollector::KubeletCollector(KubeletOptions options) : options_(std::move(options)) {}
+KubeletCollector::KubeletCollector(KubeletOptions options)
+    : options_(std::move(options)),
+      dra_(options_.cdi_spec_dirs.empty()
+               ? nullptr
+               : std::make_unique<DraDeviceResolver>(options_.cdi_spec_dirs, options_.paths)) {}
 
 KubeletCollector::~KubeletCollector() {
   if (call_) {
@@ -308,7 +326,31 @@ void KubeletCollector::Collect(v1::NodeReport& report) {
                              : "kubelet List on " + options_.socket + ": " +
                                    call->status.error_message());
   }
-  AttributePods(call->response, report);
+  PodUids uids;
+  if (!options_.pod_logs_dir.empty()) {
+    std::error_code dir_ec;
+    const bool has_logs = std::filesystem::is_directory(options_.pod_logs_dir, dir_ec);
+    if (has_logs) uids = ReadPodUids(options_.pod_logs_dir);
+    if (!has_logs && !said_no_pod_logs_) {
+      spdlog::info("kubelet: no pod log directory at {}: pod uids absent until it appears",
+                   options_.pod_logs_dir.string());
+    }
+    said_no_pod_logs_ = !has_logs;
+  }
+  std::map<std::string, std::string> unresolved;
+  if (dra_) dra_->Refresh();
+  AttributePods(call->response, report,
+                {.dra = dra_.get(), .uids = &uids, .unresolved = &unresolved});
+  // Each device that cannot be told is said once while it stays so; attributions it would give
+  // are absent (an API-server lookup of the ResourceSlice could name it: docs/jobs.md).
+  std::set<std::string> still;
+  for (const auto& [key, message] : unresolved) {
+    if (!said_unresolved_.contains(key)) {
+      spdlog::info("kubelet: {}; no holder for it", message);
+    }
+    still.insert(key);
+  }
+  said_unresolved_ = std::move(still);
 }
 
 }  // namespace accelmon::collectors

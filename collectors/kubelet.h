@@ -11,14 +11,25 @@
 //   amd.com/*       the PCI bus id, "0000:c1:00.0" (ROCm k8s-device-plugin), any case and
 //                   domain width; a plain number is the index
 //   huawei.com/*    "Ascend910-3", "Ascend310P-0": the number after the last '-' is the index
+// Devices assigned through Dynamic Resource Allocation (a container's dynamic_resources) are
+// resolved from their CDI devices (collectors/dra_devices.h) and carry their claim; every POD
+// holder carries its pod's uid where the kubelet's pod log directory names it
+// (collectors/pod_uids.h).
 #pragma once
 
 #include <chrono>
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "collectors/collector.h"
+#include "collectors/dra_devices.h"
+#include "collectors/path_resolver.h"
+#include "collectors/pod_uids.h"
 
 namespace v1 {  // the kubelet's package (proto/k8s/podresources/v1/api.proto)
 class ListPodResourcesResponse;
@@ -39,16 +50,34 @@ inline constexpr size_t kMaxPodHoldersPerDevice = 64;
 int FindAssignedDevice(const v1::NodeReport& report, std::string_view resource,
                        std::string_view id);
 
-// Adds a POD holder per (container, device) of `pods` to the devices of `report` it names, and
-// folds each such device's PROCESS holders into its POD holder when the device has exactly one
-// container (with several, which process is whose is not known: the PROCESS holders stay).
-// Returns how many holders it added.
-size_t AttributePods(const ::v1::ListPodResourcesResponse& pods, v1::NodeReport& report);
+// What AttributePods uses beyond the kubelet's answer; each may be null.
+struct PodAttribution {
+  const DraDeviceResolver* dra = nullptr;  // null: DRA devices are left out
+  const PodUids* uids = nullptr;           // null: no pod uids
+  // Out: each DRA device that names none of the report's devices, keyed by claim and device,
+  // with what was looked at.
+  std::map<std::string, std::string>* unresolved = nullptr;
+};
+
+// Adds a POD holder per (container, device) of `pods` to the devices of `report` it names (by a
+// device plugin's id, or through a DRA claim, which the holder then names), and folds each such
+// device's PROCESS holders into its POD holder when the device has exactly one container (with
+// several, which process is whose is not known: the PROCESS holders stay). Returns how many
+// holders it added.
+size_t AttributePods(const ::v1::ListPodResourcesResponse& pods, v1::NodeReport& report,
+                     const PodAttribution& how = {});
 
 struct KubeletOptions {
   std::string socket = kDefaultKubeletSocket;  // --kubelet.pod-resources-socket
   // The deadline of each List call, so a slow kubelet never holds up the report.
   std::chrono::milliseconds timeout{500};  // --kubelet.timeout
+  // Where DRA drivers' CDI specs are (--kubelet.cdi-spec-dirs); empty: DRA devices not mapped.
+  std::vector<std::filesystem::path> cdi_spec_dirs{"/etc/cdi", "/var/run/cdi"};
+  // The kubelet's pod log directory, for pod uids (--kubelet.pod-logs-dir); empty: none.
+  std::filesystem::path pod_logs_dir = kDefaultPodLogsDir;
+  // procfs and sysfs, for the device nodes a CDI device injects (/proc/driver/nvidia,
+  // /sys/class/drm).
+  PathResolver paths{};
 };
 
 // Lists the kubelet's pods every tick. Absent (SourceAbsent, logged once at info) while the socket
@@ -73,6 +102,9 @@ class KubeletCollector final : public Collector {
   std::shared_ptr<Call> call_;      // the List call running, if any
   bool kubelet_slow_ = false;       // its last call took longer than the timeout
   bool said_absent_ = false;
+  std::unique_ptr<DraDeviceResolver> dra_;  // null without CDI spec dirs
+  std::set<std::string> said_unresolved_;   // DRA devices logged as unresolved, until resolved
+  bool said_no_pod_logs_ = false;
 };
 
 }  // namespace accelmon::collectors

@@ -125,8 +125,12 @@ std::vector<std::unique_ptr<Collector>> CreateCollectors(const CollectorConfig& 
   }
   // After every source of processes and holders: a pod's holder takes in its device's processes.
   if (!config.kubelet_socket.empty()) {
-    collectors.push_back(std::make_unique<KubeletCollector>(
-        KubeletOptions{.socket = config.kubelet_socket, .timeout = config.kubelet_timeout}));
+    collectors.push_back(std::make_unique<KubeletCollector>(KubeletOptions{
+        .socket = config.kubelet_socket,
+        .timeout = config.kubelet_timeout,
+        .cdi_spec_dirs = {config.kubelet_cdi_spec_dirs.begin(), config.kubelet_cdi_spec_dirs.end()},
+        .pod_logs_dir = config.kubelet_pod_logs_dir,
+        .paths = config.paths}));
   }
   return collectors;
 }

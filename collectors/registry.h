@@ -43,7 +43,9 @@ struct CollectorConfig {
   // The kubelet's pod-resources socket (--kubelet.pod-resources-socket); empty: no "kubelet"
   // collector. It runs last: it folds the processes' holders of a device into its pod's.
   std::string kubelet_socket{};
-  std::chrono::milliseconds kubelet_timeout{500};  // --kubelet.timeout
+  std::chrono::milliseconds kubelet_timeout{500};    // --kubelet.timeout
+  std::vector<std::string> kubelet_cdi_spec_dirs{};  // --kubelet.cdi-spec-dirs; empty: no DRA
+  std::string kubelet_pod_logs_dir{};                // --kubelet.pod-logs-dir; empty: no pod uids
   // NCCL's RAS ports to ask (--nccl-ras.address); empty: no "nccl_ras" collector.
   std::vector<std::string> nccl_ras_addresses{};
   std::chrono::milliseconds nccl_ras_timeout{5000};  // --nccl-ras.timeout

@@ -1,8 +1,11 @@
 #include "collectors/text_parsing.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <system_error>
+#include <utility>
 
 #include "collectors/file_reader.h"
 
@@ -11,6 +14,37 @@ namespace accelmon::collectors {
 bool AllDigits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+namespace {
+
+// "DDDD:BB:DD.F" as (domain, "bb:dd.f"), or nullopt.
+std::optional<std::pair<uint32_t, std::string>> PciKey(std::string_view id) {
+  const size_t first = id.find(':');
+  if (first == std::string_view::npos || id.find(':', first + 1) == std::string_view::npos) {
+    return std::nullopt;
+  }
+  uint32_t domain = 0;
+  const std::string_view d = id.substr(0, first);
+  const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), domain, 16);
+  if (d.empty() || ec != std::errc() || end != d.data() + d.size()) return std::nullopt;
+  std::string rest(id.substr(first + 1));
+  for (char& c : rest) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return std::pair{domain, rest};
+}
+
+}  // namespace
+
+bool SamePciAddress(std::string_view a, std::string_view b) {
+  const auto ka = PciKey(a);
+  return ka && ka == PciKey(b);
+}
+
 namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }

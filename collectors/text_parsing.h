@@ -31,6 +31,14 @@ void ForEachLine(std::string_view text, Fn&& fn) {
 // Whether `s` is non-empty and only the digits 0-9 (a pid, an index in a file name).
 bool AllDigits(std::string_view s);
 
+// ASCII case-insensitive equality (uuids, PCI addresses).
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+
+// Whether two PCI addresses "DDDD:BB:DD.F" name the same function, whatever the case and the
+// domain's width: NVML writes "00000000:C1:00.0", sysfs "0000:c1:00.0", device plugins and DRA
+// drivers whichever their library gives them. False when either is not a PCI address.
+bool SamePciAddress(std::string_view a, std::string_view b);
+
 // The whole of `text` (after Trim) as a number, or nullopt: no sign for unsigned, no junk.
 std::optional<uint64_t> ParseUint64(std::string_view text);
 std::optional<int64_t> ParseInt64(std::string_view text);

@@ -104,6 +104,15 @@ void AddCollectorFlags(CLI::App& cmd, CollectorFlags& f) {
                  "it is slow)")
       ->check(kDuration)
       ->capture_default_str();
+  cmd.add_option("--kubelet.cdi-spec-dirs", f.kubelet_cdi_spec_dirs,
+                 "Where DRA drivers write their CDI specs: which device each claim's CDI devices "
+                 "are (\"\" leaves devices assigned through DRA out)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd.add_option("--kubelet.pod-logs-dir", f.kubelet_pod_logs_dir,
+                 "The kubelet's pod log directory (its podLogsDirectory), whose "
+                 "NAMESPACE_POD_UID entries give each pod's uid (\"\": no pod uids)")
+      ->capture_default_str();
   // NCCL's own view of its collectives (docs/jobs.md "NCCL RAS").
   cmd.add_option("--nccl-ras.address", f.nccl_ras_addresses,
                  "NCCL RAS ports to ask each interval, host:port or a port (one per job whose "
@@ -212,6 +221,8 @@ collectors::CollectorConfig MakeCollectorConfig(
       .processes_options = {.max_per_device = f.processes_max_per_device},
       .kubelet_socket = f.kubelet_socket,
       .kubelet_timeout = *ParseDuration(f.kubelet_timeout),
+      .kubelet_cdi_spec_dirs = NonEmpty(f.kubelet_cdi_spec_dirs),
+      .kubelet_pod_logs_dir = f.kubelet_pod_logs_dir,
       .nccl_ras_addresses = NonEmpty(f.nccl_ras_addresses),
       .nccl_ras_timeout = *ParseDuration(f.nccl_ras_timeout),
       .interval = *ParseDuration(f.interval)};

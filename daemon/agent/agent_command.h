@@ -45,6 +45,8 @@ struct CollectorFlags {
   // The kubelet's pod-resources API (collectors/kubelet.h); empty: no Kubernetes attribution.
   std::string kubelet_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string kubelet_timeout = "500ms";
+  std::vector<std::string> kubelet_cdi_spec_dirs{"/etc/cdi", "/var/run/cdi"};
+  std::string kubelet_pod_logs_dir = "/var/log/pods";
   // NCCL's RAS ports (collectors/nccl_ras.h); empty: not asked.
   std::vector<std::string> nccl_ras_addresses{"localhost:28028"};
   std::string nccl_ras_timeout = "5s";

@@ -33,10 +33,11 @@ class MetricSink {
   virtual void Sample(size_t family, std::span<const Label> labels, double value) = 0;
 };
 
-// A short list of labels on the stack, so composing a series' labels never allocates.
+// A short list of labels on the stack, so composing a series' labels never allocates. The
+// longest is accelmon_device_job_info's: node, device, uuid and up to eleven of a holder's.
 class LabelList {
  public:
-  static constexpr size_t kCapacity = 12;
+  static constexpr size_t kCapacity = 16;
 
   LabelList() = default;
   LabelList(std::initializer_list<Label> labels) {

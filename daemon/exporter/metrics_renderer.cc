@@ -744,6 +744,11 @@ class DeviceFamilies {
       PushIfSet(hl, "step", h.step());
       PushIfSet(hl, "user", h.user());
       PushIfSet(hl, "rank", h.rank());
+      // Kubernetes DRA's claim and the pod's uid: on the info series only, for joins by claim
+      // or uid, never on the device's own series.
+      PushIfSet(hl, "claim", h.claim());
+      PushIfSet(hl, "claim_namespace", h.claim_namespace());
+      PushIfSet(hl, "pod_uid", h.pod_uid());
       accelmon::Add(s, job_info_, hl, 1);
     }
     if (const v1::DeviceHolder* h = JobHolder(d)) {

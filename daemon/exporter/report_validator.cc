@@ -123,6 +123,9 @@ void CheckHolder(Checker& c, const v1::DeviceHolder& h) {
   c.Label(h.user());
   c.Label(h.rank());
   c.Label(h.command());
+  c.Label(h.claim(), c.limits().max_pod_bytes);
+  c.Label(h.claim_namespace());
+  c.Label(h.pod_uid());
 }
 
 void CheckDevice(Checker& c, const v1::DeviceTelemetry& d) {

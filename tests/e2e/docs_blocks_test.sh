@@ -2,7 +2,8 @@
 # Runs every shell block of README.md and docs/*.md that is marked as runnable: the line
 # `<!-- runnable -->` directly before a ```sh (or ```bash) fence. Each block runs on its own with
 # `bash -euo pipefail`, in a fresh directory that links the repository's top-level entries (so
-# `tests/fixtures/...` and `diagnostics/defaults.yaml` resolve) with `accelmon` on PATH, under a
+# `tests/fixtures/...` and `diagnostics/defaults.yaml` resolve) with `accelmon` (and the tests'
+# `fake-kubelet`, FAKE_KUBELET) on PATH, under a
 # timeout; whatever it left running is killed afterwards. A failing block is named by FILE:LINE.
 # DOCS_BLOCK_TIMEOUT (seconds, default 60) bounds each block; DOCS_BLOCKS_MIN (default 8) is how
 # many marked blocks there must at least be.
@@ -14,6 +15,8 @@ min_blocks=${DOCS_BLOCKS_MIN:-8}
 
 mkdir -p "$WORK/bin" "$WORK/blocks"
 ln -s "$(cd "$(dirname "$ACCELMON")" && pwd)/$(basename "$ACCELMON")" "$WORK/bin/accelmon"
+# The tests' fake kubelet (tests/support/fake_kubelet_main.cc), for docs/jobs.md's DRA example.
+[ -n "${FAKE_KUBELET:-}" ] && ln -s "$FAKE_KUBELET" "$WORK/bin/fake-kubelet"
 
 # Extract: blocks/N.sh and blocks/N.where ("FILE:LINE" of the opening fence).
 n=0

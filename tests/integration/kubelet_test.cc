@@ -24,6 +24,7 @@
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
 #include "k8s/podresources/v1/api.grpc.pb.h"
+#include "support/fake_kubelet.h"
 #include "support/http_get.h"
 #include "support/log_capture.h"
 #include "support/loopback_exporter.h"
@@ -36,6 +37,7 @@ namespace kubelet_test {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::FakeKubelet;
 using testing::LogCapture;
 using testing::WaitFor;
 namespace fs = std::filesystem;
@@ -44,87 +46,23 @@ struct Assignment {
   std::string ns, pod, container, device_id;
 };
 
-// The kubelet's end of the pod-resources API, with the assignment the test sets. Each List call
-// notes which generation of the assignment it served and how many reports the agent had handed
-// on by then: the report it contributes to is the next one.
-class FakeKubelet final : public ::v1::PodResourcesLister::Service {
- public:
-  struct Served {
-    int generation;
-    size_t reports_before;
-  };
-
-  explicit FakeKubelet(std::function<size_t()> reports_so_far)
-      : reports_so_far_(std::move(reports_so_far)) {}
-
-  void Serve(const std::string& socket) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-    builder.RegisterService(this);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr) << "cannot serve " << socket;
+// The pods of a device plugin's assignments, as a real kubelet lists them.
+::v1::ListPodResourcesResponse Pods(const std::vector<Assignment>& assignments) {
+  ::v1::ListPodResourcesResponse response;
+  for (const Assignment& a : assignments) {
+    auto* pod = response.add_pod_resources();
+    pod->set_name(a.pod);
+    pod->set_namespace_(a.ns);
+    auto* container = pod->add_containers();
+    container->set_name(a.container);
+    container->add_cpu_ids(2);  // what a real kubelet sends along: ignored
+    auto* devices = container->add_devices();
+    devices->set_resource_name("nvidia.com/gpu");
+    devices->add_device_ids(a.device_id);
+    devices->mutable_topology()->add_nodes()->set_id(0);
   }
-  void Shutdown() {
-    Release();
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + 5s);
-    server_.reset();
-  }
-  ~FakeKubelet() override { Shutdown(); }
-
-  void Assign(std::vector<Assignment> assignments) {
-    std::lock_guard lock(mu_);
-    assignments_ = std::move(assignments);
-    ++generation_;
-  }
-  int generation() {
-    std::lock_guard lock(mu_);
-    return generation_;
-  }
-  // From now on List answers only when released (or after 10 s): a kubelet that hangs.
-  void Hang() {
-    std::lock_guard lock(mu_);
-    hanging_ = true;
-  }
-  void Release() {
-    std::lock_guard lock(mu_);
-    hanging_ = false;
-    cv_.notify_all();
-  }
-  std::vector<Served> served() {
-    std::lock_guard lock(mu_);
-    return served_;
-  }
-
-  grpc::Status List(grpc::ServerContext* /*context*/, const ::v1::ListPodResourcesRequest*,
-                    ::v1::ListPodResourcesResponse* response) override {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, 10s, [&] { return !hanging_; });
-    for (const Assignment& a : assignments_) {
-      auto* pod = response->add_pod_resources();
-      pod->set_name(a.pod);
-      pod->set_namespace_(a.ns);
-      auto* container = pod->add_containers();
-      container->set_name(a.container);
-      container->add_cpu_ids(2);  // what a real kubelet sends along: ignored
-      auto* devices = container->add_devices();
-      devices->set_resource_name("nvidia.com/gpu");
-      devices->add_device_ids(a.device_id);
-      devices->mutable_topology()->add_nodes()->set_id(0);
-    }
-    served_.push_back({generation_, reports_so_far_()});
-    return grpc::Status::OK;
-  }
-
- private:
-  const std::function<size_t()> reports_so_far_;
-  std::unique_ptr<grpc::Server> server_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Assignment> assignments_;
-  int generation_ = 0;
-  bool hanging_ = false;
-  std::vector<Served> served_;
-};
+  return response;
+}
 
 // Every report the agent hands to its uplink, in order.
 class Tap {
@@ -178,7 +116,7 @@ class KubeletAttribution : public ::testing::Test {
     dir_ = testing::MakeTempDir("accelmon-kubelet");
     socket_ = dir_ + "/kubelet.sock";
     kubelet_ = std::make_unique<FakeKubelet>([this] { return tap_.size(); });
-    kubelet_->Serve(socket_);
+    ASSERT_TRUE(kubelet_->Serve(socket_));
     uplink_ = std::make_unique<Uplink>(UplinkOptions{.exporter_address = exporter_.grpc_address()});
     std::vector<std::unique_ptr<collectors::Collector>> list;
     list.push_back(std::make_unique<collectors::SimCollector>(
@@ -256,8 +194,8 @@ class KubeletAttribution : public ::testing::Test {
 
 TEST_F(KubeletAttribution, HoldersNameThePodOfEachDeviceAndFollowItsChanges) {
   Start();
-  kubelet_->Assign(
-      {{"ml", "trainer-0", "pytorch", uuids_[0]}, {"ml", "trainer-1", "pytorch", uuids_[1]}});
+  kubelet_->Set(
+      Pods({{"ml", "trainer-0", "pytorch", uuids_[0]}, {"ml", "trainer-1", "pytorch", uuids_[1]}}));
   const auto shown = WaitForExporter([](const v1::NodeReport& r) {
     return PodsPerDevice(r) ==
            std::vector<std::string>{"ml/trainer-0/pytorch", "ml/trainer-1/pytorch"};
@@ -283,8 +221,8 @@ TEST_F(KubeletAttribution, HoldersNameThePodOfEachDeviceAndFollowItsChanges) {
       << scrape.body;
 
   // trainer-1 goes and infer-0 comes, given device 1 as a time-sliced replica of it.
-  kubelet_->Assign({{"ml", "trainer-0", "pytorch", uuids_[0]},
-                    {"serving", "infer-0", "server", uuids_[1] + "::0"}});
+  kubelet_->Set(Pods({{"ml", "trainer-0", "pytorch", uuids_[0]},
+                      {"serving", "infer-0", "server", uuids_[1] + "::0"}}));
   const int changed = kubelet_->generation();
   const auto next = FirstReportServing(changed);
   ASSERT_TRUE(next.has_value());
@@ -297,7 +235,7 @@ TEST_F(KubeletAttribution, HoldersNameThePodOfEachDeviceAndFollowItsChanges) {
               }).has_value());
 
   // Every pod gone: no holders at all.
-  kubelet_->Assign({});
+  kubelet_->Set(Pods({}));
   const auto empty = FirstReportServing(kubelet_->generation());
   ASSERT_TRUE(empty.has_value());
   EXPECT_EQ(PodsPerDevice(*empty), (std::vector<std::string>{"", ""}));
@@ -306,7 +244,7 @@ TEST_F(KubeletAttribution, HoldersNameThePodOfEachDeviceAndFollowItsChanges) {
 TEST_F(KubeletAttribution, ASlowOrStoppedKubeletMakesHoldersAbsentAndReportsGoOn) {
   LogCapture log;
   Start();
-  kubelet_->Assign({{"ml", "trainer-0", "pytorch", uuids_[0]}});
+  kubelet_->Set(Pods({{"ml", "trainer-0", "pytorch", uuids_[0]}}));
   ASSERT_TRUE(WaitForExporter([](const v1::NodeReport& r) {
                 return PodsPerDevice(r)[0] == "ml/trainer-0/pytorch";
               }).has_value());
@@ -376,8 +314,8 @@ TEST_F(KubeletAttribution, ASlowOrStoppedKubeletMakesHoldersAbsentAndReportsGoOn
 
   // A new kubelet on the same socket: followed again.
   kubelet_ = std::make_unique<FakeKubelet>([this] { return tap_.size(); });
-  kubelet_->Assign({{"ml", "trainer-9", "pytorch", uuids_[1]}});
-  kubelet_->Serve(socket_);
+  kubelet_->Set(Pods({{"ml", "trainer-9", "pytorch", uuids_[1]}}));
+  ASSERT_TRUE(kubelet_->Serve(socket_));
   EXPECT_TRUE(WaitForExporter([](const v1::NodeReport& r) {
                 return PodsPerDevice(r)[1] == "ml/trainer-9/pytorch";
               }).has_value());

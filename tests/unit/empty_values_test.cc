@@ -31,6 +31,8 @@ const std::set<std::string> kEmptyMeansOff = {
     "--config.file",
     "--push.socket",
     "--kubelet.pod-resources-socket",
+    "--kubelet.cdi-spec-dirs",
+    "--kubelet.pod-logs-dir",
     "--nccl-ras.address",
     "--spool.dir",
     "--record.dir",

@@ -154,14 +154,17 @@ v1::NodeReport FullNode() {
   listed->set_pid(5150);
   listed->set_used_bytes(500'000'000);
   listed->set_user("bob");
-  // Who holds the device: a Kubernetes container running job slurm-1234's rank 0, and bob's
-  // process outside any job.
+  // Who holds the device: a Kubernetes container running job slurm-1234's rank 0 (its GPU
+  // through a DRA claim), and bob's process outside any job.
   auto* pod = d->add_holders();
   pod->set_kind(v1::HOLDER_KIND_POD);
   pod->set_job("slurm-1234");
   pod->set_pod("trainer-0");
   pod->set_namespace_("ml");
   pod->set_container("pytorch");
+  pod->set_claim("train-gpus");
+  pod->set_claim_namespace("ml");
+  pod->set_pod_uid("0b7c0e8a-1f2d-4e3c-8a9b-1c2d3e4f5a6b");
   pod->set_user("alice");
   pod->add_pids(4242);
   pod->add_pids(4243);
@@ -359,7 +362,8 @@ TEST(MetricsRenderer, JobInfoIsOneSeriesPerHolderWithEmptyLabelsLeftOut) {
       text.find(
           "accelmon_device_job_info{node=\"gpu-node-01\",device=\"0\",uuid=\"GPU-11111111-"
           "2222-3333-4444-555555555555\",kind=\"pod\",job_id=\"slurm-1234\",pod=\"trainer-0\","
-          "namespace=\"ml\",container=\"pytorch\",user=\"alice\",rank=\"0\"} 1\n"),
+          "namespace=\"ml\",container=\"pytorch\",user=\"alice\",rank=\"0\",claim=\"train-gpus\","
+          "claim_namespace=\"ml\",pod_uid=\"0b7c0e8a-1f2d-4e3c-8a9b-1c2d3e4f5a6b\"} 1\n"),
       std::string::npos)
       << text;
   EXPECT_NE(

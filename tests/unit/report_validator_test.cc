@@ -170,6 +170,9 @@ v1::NodeReport FullReport() {
   holder->set_world_size(8);
   holder->set_memory_used_bytes(9);
   holder->set_command("python3");
+  holder->set_claim("train-gpus");
+  holder->set_claim_namespace("ml");
+  holder->set_pod_uid("0b7c0e8a-1f2d-4e3c-8a9b-1c2d3e4f5a6b");
 
   auto* h = r.mutable_host();
   auto* hm = h->mutable_memory();
@@ -355,6 +358,10 @@ TEST(ReportValidator, EveryLabelOver128BytesIsRejected) {
        [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_rank(too_long); }},
       {"holder command",
        [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_command(too_long); }},
+      {"holder claim namespace",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_claim_namespace(too_long); }},
+      {"holder pod uid",
+       [&](auto& r) { r.mutable_devices(0)->mutable_holders(0)->set_pod_uid(too_long); }},
       {"push rejection reason",
        [&](auto& r) { (*r.mutable_agent()->mutable_push_rejected_total())[too_long] = 1; }},
   };
@@ -363,8 +370,9 @@ TEST(ReportValidator, EveryLabelOver128BytesIsRejected) {
   EXPECT_EQ(With([&](auto& r) { r.mutable_events(0)->set_message(std::string(4096, 'm')); }), "");
 }
 
-// Kubernetes pod names are DNS subdomains: up to 253 bytes, so they get a limit of their own.
-TEST(ReportValidator, PodNamesUpTo253BytesPassAndLongerAreRejected) {
+// Kubernetes pod and ResourceClaim names are DNS subdomains: up to 253 bytes, so they get a limit
+// of their own.
+TEST(ReportValidator, PodAndClaimNamesUpTo253BytesPassAndLongerAreRejected) {
   EXPECT_EQ(With([](auto& r) {
               r.mutable_devices(0)->mutable_holders(0)->set_pod(std::string(253, 'p'));
             }),
@@ -376,6 +384,15 @@ TEST(ReportValidator, PodNamesUpTo253BytesPassAndLongerAreRejected) {
   v1::NodeReport r = FullReport();
   r.mutable_devices(0)->mutable_holders(0)->set_pod(std::string(100, 'p'));
   EXPECT_EQ(Validate(r, {.max_pod_bytes = 99}), "label_too_long");
+  // A ResourceClaim's name is a DNS subdomain too.
+  EXPECT_EQ(With([](auto& report) {
+              report.mutable_devices(0)->mutable_holders(0)->set_claim(std::string(253, 'c'));
+            }),
+            "");
+  EXPECT_EQ(With([](auto& report) {
+              report.mutable_devices(0)->mutable_holders(0)->set_claim(std::string(254, 'c'));
+            }),
+            "label_too_long");
 }
 
 TEST(ReportValidator, InvalidUtf8InAnyStringIsRejected) {
