@@ -1,6 +1,7 @@
 #include "collectors/cdi_specs.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cstring>
@@ -84,27 +85,60 @@ std::vector<CdiDevice> ParseCdiSpec(std::string_view text, const fs::path& path)
 
 CdiSpecs::CdiSpecs(std::vector<fs::path> dirs) : dirs_(std::move(dirs)) {}
 
-void CdiSpecs::Refresh() {
+namespace {
+
+// A path's mtime (ns) and size with one stat(2); nullopt when it is not there.
+std::optional<std::pair<int64_t, int64_t>> Stat(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return std::pair{static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+                   static_cast<int64_t>(st.st_size)};
+}
+
+bool IsSpecFile(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  return ext == ".json" || ext == ".yaml" || ext == ".yml";
+}
+
+}  // namespace
+
+bool CdiSpecs::Refresh() {
+  dir_mtimes_.resize(dirs_.size());
+  bool changed = false;
   std::map<fs::path, File> next;
   for (size_t rank = 0; rank < dirs_.size(); ++rank) {
-    std::error_code ec;
-    fs::directory_iterator it(dirs_[rank], ec), end;
-    for (; !ec && it != end; it.increment(ec)) {
-      const fs::path& path = it->path();
-      const std::string ext = path.extension().string();
-      if (ext != ".json" && ext != ".yaml" && ext != ".yml") continue;
-      std::error_code stat_ec;
-      const auto mtime = fs::last_write_time(path, stat_ec);
-      const uintmax_t size = stat_ec ? 0 : fs::file_size(path, stat_ec);
-      if (stat_ec) continue;  // removed between listing and stat
-      if (auto old = files_.find(path);
-          old != files_.end() && old->second.mtime == mtime && old->second.size == size) {
+    const auto dir = Stat(dirs_[rank]);
+    const std::optional<int64_t> dir_mtime =
+        dir ? std::optional<int64_t>(dir->first) : std::nullopt;
+    std::vector<fs::path> paths;
+    if (dir_mtime == dir_mtimes_[rank]) {
+      for (const auto& [path, file] : files_) {
+        if (file.dir_rank == rank) paths.push_back(path);
+      }
+    } else {
+      changed = true;
+      std::error_code ec;
+      fs::directory_iterator it(dirs_[rank], ec), end;
+      for (; !ec && it != end; it.increment(ec)) {
+        if (IsSpecFile(it->path())) paths.push_back(it->path());
+      }
+      dir_mtimes_[rank] = dir_mtime;
+    }
+    for (const fs::path& path : paths) {
+      const auto st = Stat(path);
+      if (!st) {  // removed since it was listed
+        changed = true;
+        continue;
+      }
+      if (auto old = files_.find(path); old != files_.end() && old->second.mtime_ns == st->first &&
+                                        old->second.size == st->second) {
         next.emplace(path, std::move(old->second));
         continue;
       }
+      changed = true;
       File file;
-      file.mtime = mtime;
-      file.size = size;
+      file.mtime_ns = st->first;
+      file.size = st->second;
       file.dir_rank = rank;
       std::string text;
       try {
@@ -119,7 +153,9 @@ void CdiSpecs::Refresh() {
       next.emplace(path, std::move(file));
     }
   }
+  if (next.size() != files_.size()) changed = true;
   files_ = std::move(next);
+  if (!changed) return false;
   by_name_.clear();
   std::map<std::string_view, size_t> rank_of;
   for (const auto& [path, file] : files_) {
@@ -130,6 +166,7 @@ void CdiSpecs::Refresh() {
       by_name_[d.qualified_name] = &d;
     }
   }
+  return true;
 }
 
 const CdiDevice* CdiSpecs::Find(std::string_view qualified_name) const {

@@ -43,9 +43,11 @@ class CdiSpecs {
   explicit CdiSpecs(std::vector<std::filesystem::path> dirs);
 
   // Re-reads spec files (*.json, *.yaml, *.yml) that are new or whose size or mtime changed and
-  // forgets removed ones. An unreadable or malformed file is logged once (until it changes) and
-  // skipped; a missing directory is simply empty.
-  void Refresh();
+  // forgets removed ones; true when anything changed. A directory is listed again only when its
+  // own mtime changed (a file added, removed or renamed into place, as the CDI library writes
+  // them); otherwise its known files are stat'ed. An unreadable or malformed file is logged once
+  // (until it changes) and skipped; a missing directory is simply empty.
+  bool Refresh();
   // The device of that fully qualified name, or nullptr. When two files define it, the one in the
   // later directory wins, as the CDI cache gives /var/run/cdi priority over /etc/cdi.
   const CdiDevice* Find(std::string_view qualified_name) const;
@@ -53,13 +55,14 @@ class CdiSpecs {
 
  private:
   struct File {
-    std::filesystem::file_time_type mtime;
-    uintmax_t size = 0;
+    int64_t mtime_ns = 0;
+    int64_t size = 0;
     size_t dir_rank = 0;
     std::vector<CdiDevice> devices;
   };
   std::vector<std::filesystem::path> dirs_;
   std::map<std::filesystem::path, File> files_;
+  std::vector<std::optional<int64_t>> dir_mtimes_;  // per directory, as last listed (absent: none)
   std::map<std::string, const CdiDevice*, std::less<>> by_name_;
 };
 

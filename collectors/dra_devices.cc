@@ -101,8 +101,12 @@ DraDeviceResolver::DraDeviceResolver(std::vector<fs::path> cdi_dirs, PathResolve
     : specs_(std::move(cdi_dirs)), paths_(std::move(paths)) {}
 
 void DraDeviceResolver::Refresh() {
-  specs_.Refresh();
-  nvidia_ = ReadNvidiaMinors(paths_);
+  // The minors change only with the driver (reloaded, or MIG reconfigured, before which a claim's
+  // spec is written anew): read again when a spec changed, not every tick.
+  if (specs_.Refresh() || !read_minors_) {
+    nvidia_ = ReadNvidiaMinors(paths_);
+    read_minors_ = true;
+  }
 }
 
 int DraDeviceResolver::ResolveDeviceNodes(const v1::NodeReport& report,

@@ -49,7 +49,8 @@ class DraDeviceResolver {
  public:
   DraDeviceResolver(std::vector<std::filesystem::path> cdi_dirs, PathResolver paths);
 
-  // Re-reads the CDI specs and NVIDIA minors (once per tick, before Resolve).
+  // Re-reads what changed of the CDI specs, and the NVIDIA minors when a spec did (once per
+  // tick, before Resolve).
   void Refresh();
   // The index among `report`'s devices that `resource` is, or -1 with `why_not` saying what was
   // looked at.
@@ -63,6 +64,7 @@ class DraDeviceResolver {
   CdiSpecs specs_;
   PathResolver paths_;
   NvidiaMinors nvidia_;
+  bool read_minors_ = false;
 };
 
 }  // namespace accelmon::collectors

@@ -256,7 +256,8 @@ KubeletCollector::KubeletCollector(KubeletOptions options)
     : options_(std::move(options)),
       dra_(options_.cdi_spec_dirs.empty()
                ? nullptr
-               : std::make_unique<DraDeviceResolver>(options_.cdi_spec_dirs, options_.paths)) {}
+               : std::make_unique<DraDeviceResolver>(options_.cdi_spec_dirs, options_.paths)),
+      pod_logs_(options_.pod_logs_dir) {}
 
 KubeletCollector::~KubeletCollector() {
   if (call_) {
@@ -326,11 +327,10 @@ void KubeletCollector::Collect(v1::NodeReport& report) {
                              : "kubelet List on " + options_.socket + ": " +
                                    call->status.error_message());
   }
-  PodUids uids;
+  const PodUids* uids = nullptr;
   if (!options_.pod_logs_dir.empty()) {
-    std::error_code dir_ec;
-    const bool has_logs = std::filesystem::is_directory(options_.pod_logs_dir, dir_ec);
-    if (has_logs) uids = ReadPodUids(options_.pod_logs_dir);
+    bool has_logs = false;
+    uids = &pod_logs_.Refresh(has_logs);
     if (!has_logs && !said_no_pod_logs_) {
       spdlog::info("kubelet: no pod log directory at {}: pod uids absent until it appears",
                    options_.pod_logs_dir.string());
@@ -340,7 +340,7 @@ void KubeletCollector::Collect(v1::NodeReport& report) {
   std::map<std::string, std::string> unresolved;
   if (dra_) dra_->Refresh();
   AttributePods(call->response, report,
-                {.dra = dra_.get(), .uids = &uids, .unresolved = &unresolved});
+                {.dra = dra_.get(), .uids = uids, .unresolved = &unresolved});
   // Each device that cannot be told is said once while it stays so; attributions it would give
   // are absent (an API-server lookup of the ResourceSlice could name it: docs/jobs.md).
   std::set<std::string> still;

@@ -103,7 +103,8 @@ class KubeletCollector final : public Collector {
   bool kubelet_slow_ = false;       // its last call took longer than the timeout
   bool said_absent_ = false;
   std::unique_ptr<DraDeviceResolver> dra_;  // null without CDI spec dirs
-  std::set<std::string> said_unresolved_;   // DRA devices logged as unresolved, until resolved
+  PodLogDirectory pod_logs_;
+  std::set<std::string> said_unresolved_;  // DRA devices logged as unresolved, until resolved
   bool said_no_pod_logs_ = false;
 };
 

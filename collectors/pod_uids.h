@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -21,5 +22,19 @@ using PodUids = std::map<std::pair<std::string, std::string>, std::string>;
 // two uids (a StatefulSet pod recreated while the old one's logs are still there) takes the uid of
 // the newer directory.
 PodUids ReadPodUids(const std::filesystem::path& dir);
+
+// ReadPodUids once per change of the directory: a pod that comes or goes adds or removes an entry,
+// which changes the directory's mtime, so a tick with no change costs one stat.
+class PodLogDirectory {
+ public:
+  explicit PodLogDirectory(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  // The uids as of now; `exists` says whether the directory is there.
+  const PodUids& Refresh(bool& exists);
+
+ private:
+  std::filesystem::path dir_;
+  std::optional<std::filesystem::file_time_type> read_at_;  // the mtime the uids are of
+  PodUids uids_;
+};
 
 }  // namespace accelmon::collectors

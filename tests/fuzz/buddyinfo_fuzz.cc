@@ -1,12 +1,14 @@
-// libFuzzer target: /proc/buddyinfo parsing, and the unusable free space index stays in [0, 1].
+// Fuzz target (fuzz_target.h): /proc/buddyinfo parsing, and the unusable free space index stays in
+// [0, 1].
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "collectors/buddyinfo.h"
+#include "fuzz_target.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+ACCELMON_FUZZ_TARGET(buddyinfo) {
   accelmon::v1::HostTelemetry host;
   accelmon::collectors::ParseBuddyinfo(std::string_view(reinterpret_cast<const char*>(data), size),
                                        host);

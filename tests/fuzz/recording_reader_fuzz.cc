@@ -1,4 +1,4 @@
-// libFuzzer target: the recording readers and record codec (recording/) on any bytes.
+// Fuzz target (fuzz_target.h): the recording readers and record codec (recording/) on any bytes.
 //
 // The first byte chooses the input's meaning:
 //   even  the rest is a segment, read in both modes;
@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "fuzz_target.h"
 #include "recording/log_format.h"
 #include "recording/log_reader.h"
 #include "recording/log_writer.h"
@@ -230,7 +231,7 @@ void FuzzRecipe(Bytes in) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+ACCELMON_FUZZ_TARGET(recording_reader) {
   if (size == 0) return 0;
   if (data[0] % 2 == 0) {
     ReadBoth(std::string_view(reinterpret_cast<const char*>(data + 1), size - 1));

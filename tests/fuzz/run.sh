@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for a short while, seeded with the fixture files of its format.
+# Runs every fuzz target of accelmon_fuzz (ACCELMON_FUZZ_TARGET picks one) for a short while,
+# seeded with the fixture files of its format.
 # Usage: tests/fuzz/run.sh BUILD_DIR SECONDS_PER_TARGET [PARALLEL_TARGETS]
 # Targets run PARALLEL_TARGETS at a time (default: one per core); each fuzzes on one core.
 set -euo pipefail
@@ -21,6 +22,7 @@ declare -A seeds=(
   [processes]="procs-slurm-v1/proc/31001/cgroup procs-slurm-v2/proc/32002/cgroup procs-plain/proc/33001/status procs-amdgpu-fdinfo/proc/34001/fdinfo/3 procs-amdgpu-fdinfo/proc/34002/fdinfo/3"
   [recording_reader]=""
   [amdgpu_gpu_metrics]="amdgpu/sys/class/drm/card2/device/gpu_metrics amdgpu/sys/class/drm/card10/device/gpu_metrics"
+  [cdi_spec]="dra/cdi/k8s.gpu.nvidia.com-claim_5b1c4f0e-7a1d-4c2e-9f3b-0d1e2f3a4b5c.yaml dra/cdi/k8s.gpu.nvidia.com-claim_8e2d6a41-3c5f-4b7e-a1d9-6f0e5c4b3a21.yaml dra/cdi/sim.accelmon.io-gpu.json"
 )
 # Fuzzes one target; its output goes to $work/$target.out, printed in order afterwards.
 fuzz_one() {
@@ -45,7 +47,7 @@ fuzz_one() {
     printf '\x01\x04\x10\x00\x61\x01\x00\x90\x62\x05\x00\x90\x63\x00\x00\x00\x00\x00\x00\x40\x00\x55' >"$corpus/recipe"
   fi
   echo "fuzz: $target for ${seconds}s"
-  "$build/tests/fuzz/${target}_fuzz" -artifact_prefix="$work/" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 \
+  ACCELMON_FUZZ_TARGET=$target "$build/tests/fuzz/accelmon_fuzz" -artifact_prefix="$work/" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 \
     -print_final_stats=1 "$corpus" 2>"$work/$target.log" ||
     {
       awk '/ERROR:/,/SUMMARY:/ { print; if (++n == 40) exit }' "$work/$target.log"

@@ -1,5 +1,6 @@
-// libFuzzer target: whole sysfs devices (an InfiniBand port, an hwmon chip) built from the input,
-// one "attribute=value" per line, so every attribute's parser sees hostile values together.
+// Fuzz target (fuzz_target.h): whole sysfs devices (an InfiniBand port, an hwmon chip) built from
+// the input, one "attribute=value" per line, so every attribute's parser sees hostile values
+// together.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -9,8 +10,9 @@
 #include "collectors/hwmon.h"
 #include "collectors/infiniband.h"
 #include "collectors/text_parsing.h"
+#include "fuzz_target.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+ACCELMON_FUZZ_TARGET(sysfs_devices) {
   using namespace accelmon::collectors;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   HwmonAttributes attributes;

@@ -1,4 +1,4 @@
-// libFuzzer target: the one-value sysfs attribute parsers the sysfs collectors use.
+// Fuzz target (fuzz_target.h): the one-value sysfs attribute parsers the sysfs collectors use.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -9,8 +9,9 @@
 #include "collectors/infiniband.h"
 #include "collectors/text_parsing.h"
 #include "collectors/thermal_zone.h"
+#include "fuzz_target.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+ACCELMON_FUZZ_TARGET(sysfs_values) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   using namespace accelmon::collectors;
   (void)ParseUint64(text);

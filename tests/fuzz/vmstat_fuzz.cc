@@ -1,11 +1,12 @@
-// libFuzzer target: /proc/vmstat parsing.
+// Fuzz target (fuzz_target.h): /proc/vmstat parsing.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "collectors/vmstat.h"
+#include "fuzz_target.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+ACCELMON_FUZZ_TARGET(vmstat) {
   accelmon::v1::HostVmstat vmstat;
   accelmon::collectors::ParseVmstat(std::string_view(reinterpret_cast<const char*>(data), size),
                                     vmstat);

@@ -250,6 +250,24 @@ TEST(PodUids, FromThePodLogDirectoryTheNewerOfTwo) {
   fs::remove_all(dir);
 }
 
+TEST(PodLogDirectory, FollowsPodsThatComeAndGo) {
+  const fs::path dir = accelmon::testing::MakeTempDir("accelmon-pods");
+  PodLogDirectory logs(dir);
+  bool exists = false;
+  EXPECT_TRUE(logs.Refresh(exists).empty());
+  EXPECT_TRUE(exists);
+  fs::create_directories(dir / "ml_a_uid-a");
+  EXPECT_EQ(logs.Refresh(exists).at({"ml", "a"}), "uid-a") << "a new pod changes the mtime";
+  fs::remove_all(dir / "ml_a_uid-a");
+  fs::create_directories(dir / "ml_b_uid-b");
+  const PodUids& now = logs.Refresh(exists);
+  EXPECT_FALSE(now.contains({"ml", "a"}));
+  EXPECT_EQ(now.at({"ml", "b"}), "uid-b");
+  fs::remove_all(dir);
+  EXPECT_TRUE(logs.Refresh(exists).empty());
+  EXPECT_FALSE(exists);
+}
+
 TEST(AttributePods, AClaimSharedByTwoPodsGivesBothAndCarriesTheClaimAndUid) {
   DraDeviceResolver resolver({kFixtures + "/cdi"},
                              PathResolver(kFixtures + "/proc", kFixtures + "/sys"));
