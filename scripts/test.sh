@@ -11,6 +11,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 MAKE=${MAKE:-make}
+# The fuzz smoke run beside the sanitizer tests: 5 s a target (`make fuzz` alone: 10 s; longer:
+# make fuzz FUZZ_SECONDS=600).
+export FUZZ_SECONDS=${FUZZ_SECONDS:-5}
 logs=${TEST_LOG_DIR:-build-logs}
 mkdir -p "$logs"
 phases=()

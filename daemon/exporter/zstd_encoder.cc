@@ -8,7 +8,7 @@
 namespace accelmon {
 namespace {
 
-constexpr int kLevel = 1;
+constexpr int kZstdLevel = 1;
 
 void Check(size_t result, const char* what) {
   if (ZSTD_isError(result)) {
@@ -20,7 +20,7 @@ void Check(size_t result, const char* what) {
 
 ZstdEncoder::ZstdEncoder() : context_(ZSTD_createCCtx()) {
   if (context_ == nullptr) throw std::runtime_error("zstd: cannot allocate a context");
-  Check(ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, kLevel), "level");
+  Check(ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, kZstdLevel), "level");
 }
 
 ZstdEncoder::~ZstdEncoder() { ZSTD_freeCCtx(context_); }

@@ -11,7 +11,7 @@
 namespace accelmon::diagnostics {
 namespace {
 
-std::string Percent(double share) {
+std::string OomPercent(double share) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%.0f%%", share * 100);
   return buf;
@@ -101,12 +101,12 @@ class HostOomKillRule final : public Rule {
       const double share =
           static_cast<double>(mem.available_bytes()) / static_cast<double>(mem.total_bytes());
       r.evidence.push_back(NumberEvidence("host_memory_available_share", share, "ratio"));
-      pressure = "host memory " + Percent(share) + " available";
+      pressure = "host memory " + OomPercent(share) + " available";
     }
     if (full_stall) {
       r.evidence.push_back(NumberEvidence("memory_full_stall_share", *full_stall, "ratio"));
       pressure += (pressure.empty() ? "" : ", ") + std::string("all tasks stalled on memory ") +
-                  Percent(*full_stall) + " of the time";
+                  OomPercent(*full_stall) + " of the time";
     }
     if (!pressure.empty()) r.summary += " (" + pressure + ")";
     return r;

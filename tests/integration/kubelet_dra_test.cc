@@ -15,10 +15,10 @@
 
 #include "collectors/kubelet.h"
 #include "collectors/nvml.h"
-#include "collectors/shared_library.h"
 #include "daemon/agent/agent.h"
 #include "k8s/podresources/v1/api.pb.h"
 #include "support/fake_kubelet.h"
+#include "support/fake_nvml_library.h"
 #include "support/http_get.h"
 #include "support/log_capture.h"
 #include "support/loopback_exporter.h"
@@ -143,7 +143,8 @@ std::vector<std::string> PodHolders(const v1::NodeReport& r, uint32_t index) {
 class DraAttribution : public ::testing::Test {
  protected:
   void SetUp() override {
-    collectors::SharedLibrary control(FAKE_NVML_PATH);
+    const collectors::SharedLibrary& control = testing::FakeNvmlLibrary(FAKE_NVML_PATH);
+    ASSERT_TRUE(control.loaded()) << control.error();
     control.Function<void (*)()>("fake_nvml_reset")();
     control.Function<void (*)(int)>("fake_nvml_set_device_count")(4);
     const auto add_mig =

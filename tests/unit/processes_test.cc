@@ -15,6 +15,7 @@
 #include "collectors/nvml_api.h"
 #include "collectors/registry.h"
 #include "collectors/shared_library.h"
+#include "support/fake_nvml_library.h"
 #include "support/temp_dir.h"
 
 namespace accelmon::collectors {
@@ -430,7 +431,7 @@ TEST_F(AmdgpuTree, FdinfoIsReadEveryTickAndNewFdsAtTheNextRescan) {
 // ---- NVML's process list through the fake library, as the agent runs it ---------------------
 
 TEST(ProcessesEndToEnd, NvmlPidsGetTheirSlurmJobFromTheFixtureProc) {
-  SharedLibrary fake(FAKE_NVML_PATH);
+  const SharedLibrary& fake = testing::FakeNvmlLibrary(FAKE_NVML_PATH);
   ASSERT_TRUE(fake.loaded()) << fake.error();
   auto reset = fake.Function<void (*)()>("fake_nvml_reset");
   auto add_process = fake.Function<void (*)(int, const char*, unsigned, unsigned long long)>(
