@@ -60,9 +60,11 @@ check-run:
 # ReconnectTest measures how soon the agent is back after an outage against gRPC's backoff
 # schedule: under the sanitizers, beside the fuzz run, it measures the sanitizers (a 1 s outage
 # took 1.6 s there); the release run keeps it.
+# The sanitizer build runs one compiler per core (not Ninja's cores + 2): in `make test` it runs
+# beside the release tests, whose end-to-end scripts wait on real time.
 asan: test-deps asan-build asan-run
 asan-build: $(ASAN_DIR)/build.ninja
-	cmake --build $(ASAN_DIR) --target unit_tests diagnostics_tests integration_tests fuzz_targets
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target unit_tests diagnostics_tests integration_tests fuzz_targets
 asan-run:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(CTEST) --test-dir $(ASAN_DIR) --output-junit $(abspath $(ASAN_DIR))/ctest-junit.xml \
