@@ -53,6 +53,12 @@ def main():
     parser.add_argument("--seconds", type=float, default=12)
     parser.add_argument("--max-scrape-seconds", type=float, default=1.0)
     parser.add_argument("--cafile")
+    parser.add_argument("--scrapes", type=int, default=0,
+                        help="stop after this many scrapes instead of after --seconds")
+    parser.add_argument("--expect", default="accelmon_exporter_",
+                        help="text every scrape's body must hold")
+    parser.add_argument("--connect-seconds", type=float, default=20,
+                        help="how long the slow clients may take to connect")
     args = parser.parse_args()
     url = urllib.parse.urlparse(args.url)
     context = ssl.create_default_context(cafile=args.cafile) if url.scheme == "https" else None
@@ -64,7 +70,7 @@ def main():
     for t in threads:
         t.start()
     # Every slow client holds its connection before the first scrape that counts.
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + args.connect_seconds
     while stats["connections"] < args.clients and time.monotonic() < deadline:
         time.sleep(0.05)
     if stats["connections"] < args.clients:
@@ -73,12 +79,12 @@ def main():
 
     scrapes, worst, failures = 0, 0.0, []
     end = time.monotonic() + args.seconds
-    while time.monotonic() < end:
+    while (scrapes < args.scrapes) if args.scrapes else (time.monotonic() < end):
         began = time.monotonic()
         try:
             with urllib.request.urlopen(args.url, timeout=10, context=context) as answer:
                 body = answer.read()
-                if answer.status != 200 or b"accelmon_exporter_" not in body:
+                if answer.status != 200 or args.expect.encode() not in body:
                     failures.append(f"status {answer.status}, {len(body)} bytes")
         except Exception as e:  # noqa: BLE001 - every failure is reported
             failures.append(repr(e))
