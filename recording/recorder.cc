@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace accelmon::recording {
@@ -137,6 +138,10 @@ void Recorder::SyncAndNotify(std::deque<Entry>& unsynced, std::deque<Entry>& pen
   PublishStats();
   if (!synced) {
     // May or may not be on disk: written again, before anything newer.
+    // Counted: the failed sync may have kept them after all, and then they are in the
+    // recording twice (a replay or a restart applies each once: the second is a duplicate).
+    stats_.rewritten += static_cast<uint64_t>(std::count_if(
+        unsynced.begin(), unsynced.end(), [](const Entry& e) { return !e.report.empty(); }));
     while (!unsynced.empty()) {
       pending.push_front(std::move(unsynced.back()));
       unsynced.pop_back();

@@ -46,6 +46,8 @@ struct RecorderStats {
   std::atomic<uint64_t> reports{0};  // written to the recording
   std::atomic<uint64_t> bytes{0};    // appended to segment files
   std::atomic<uint64_t> errors{0};   // failed writes and syncs
+  // Reports written again after a failed sync: maybe in the recording twice (applied once).
+  std::atomic<uint64_t> rewritten{0};
   std::atomic<uint64_t> failing{0};  // 1 while writing fails (reports wait, unacknowledged)
   std::atomic<uint64_t> waiting{0};  // reports held for the next try while failing
 

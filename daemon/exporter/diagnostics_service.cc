@@ -119,14 +119,27 @@ void DiagnosticsService::Reconfigure(diagnostics::Config config, std::string con
   Publish(changes, flush);
 }
 
-bool DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index) {
+bool DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index,
+                                  SavedFn on_saved, bool unrecorded) {
   {
     std::lock_guard lock(queue_mu_);
     if (stopping_ || queue_.size() >= options_.queue_capacity) {
       ++dropped_;
       return false;
     }
-    queue_.push_back({std::move(report), index});
+    queue_.push_back({std::move(report), index, std::move(on_saved), unrecorded});
+  }
+  queue_cv_.notify_one();
+  return true;
+}
+
+bool DiagnosticsService::AfterSaved(SavedFn on_saved) {
+  if (!saves_findings()) return false;
+  {
+    std::lock_guard lock(queue_mu_);
+    // A barrier is never dropped for a full queue: it holds no report.
+    if (stopping_) return false;
+    queue_.push_back({nullptr, 0, std::move(on_saved)});
   }
   queue_cv_.notify_one();
   return true;
@@ -162,11 +175,13 @@ std::optional<std::string> DiagnosticsService::StateToSaveLocked(Clock::time_poi
                                                                  bool findings_changed) {
   if (options_.state_file.empty() || !engine_) return std::nullopt;
   state_dirty_ = state_dirty_ || findings_changed;
+  // A change is saved at once: the reports that made it wait for it to be acknowledged. While
+  // saving fails it is tried again once a second, not on every batch.
+  const bool changed =
+      state_dirty_ && (!save_failing_ || now - last_save_ >= std::chrono::seconds(1));
   // While findings are open their rules' latches move on (a second XID): saved now and then.
   const bool refresh = now - last_save_ >= std::chrono::seconds(10) && engine_->HasOpenFindings();
-  if (!(state_dirty_ && now - last_save_ >= std::chrono::seconds(1)) && !refresh) {
-    return std::nullopt;
-  }
+  if (!changed && !refresh) return std::nullopt;
   last_save_ = now;
   state_dirty_ = false;
   v1::DiagnosticsState state;
@@ -175,7 +190,7 @@ std::optional<std::string> DiagnosticsService::StateToSaveLocked(Clock::time_poi
   return state.SerializeAsString();
 }
 
-void DiagnosticsService::WriteState(const std::string& state) {
+bool DiagnosticsService::WriteState(const std::string& state) {
   const std::string tmp = options_.state_file + ".tmp";
   std::string error;
   {
@@ -195,24 +210,27 @@ void DiagnosticsService::WriteState(const std::string& state) {
   }
   if (!error.empty() && !save_failing_) {
     spdlog::warn(
-        "diagnostics: cannot save the open findings to {}: {} (retried; a restart "
-        "now would forget what changed since the last save)",
+        "diagnostics: cannot save the open findings to {}: {} (tried again every second; the "
+        "reports that changed them are not acknowledged until it works)",
         options_.state_file, error);
   } else if (error.empty() && save_failing_) {
     spdlog::info("diagnostics: saving the open findings to {} again", options_.state_file);
   }
   save_failing_ = !error.empty();
+  return error.empty();
 }
 
 void DiagnosticsService::Run() {
   std::vector<Queued> batch;
   std::vector<Change> changes;
   std::vector<std::shared_ptr<Watcher>> flush;
+  std::vector<SavedFn> settled;
   for (;;) {
     bool stop = false;
     {
       std::unique_lock lock(queue_mu_);
-      // Without reports, silent nodes must still close their findings: wake once a second.
+      // Without reports, silent nodes must still close their findings (and a failed save be
+      // tried again): wake once a second.
       queue_cv_.wait_for(lock, std::chrono::seconds(1),
                          [&] { return stopping_ || !queue_.empty(); });
       while (!queue_.empty() && batch.size() < kMaxBatch) {
@@ -229,10 +247,29 @@ void DiagnosticsService::Run() {
       if (stop) last_save_ = {};
       state = StateToSaveLocked(Clock::now(), !changes.empty() || stop);
     }
-    if (state) WriteState(*state);
+    for (Queued& q : batch) {
+      if (q.on_saved) unsaved_.push_back(std::move(q.on_saved));
+    }
+    bool saved = true;
+    if (state && !WriteState(*state)) {
+      saved = false;
+      std::lock_guard lock(mu_);
+      state_dirty_ = true;  // tried again on a later round
+    }
+    if (!state) {
+      std::lock_guard lock(mu_);
+      saved = !state_dirty_;  // nothing changed since the last save that worked
+    }
     Publish(changes, flush);
-    processed_ += batch.size();
-    // Let the reports and watchers go now, not after the next wait.
+    // The reports diagnosed so far may be acknowledged: what they changed is on disk. At the
+    // end, those whose changes could not be saved are told so.
+    if (saved || stop) settled.swap(unsaved_);
+    for (SavedFn& done : settled) done(saved);
+    // After the callbacks: a report counted processed had its callback run, or it waits.
+    processed_ += static_cast<uint64_t>(
+        std::count_if(batch.begin(), batch.end(), [](const Queued& q) { return q.report; }));
+    // Let the reports, watchers and callbacks go now, not after the next wait.
+    settled.clear();
     batch.clear();
     changes.clear();
     flush.clear();
@@ -244,6 +281,7 @@ void DiagnosticsService::ProcessLocked(const std::vector<Queued>& batch,
                                        std::vector<Change>& changes,
                                        std::vector<std::shared_ptr<Watcher>>& flush) {
   for (const Queued& q : batch) {
+    if (!q.report) continue;  // AfterSaved's barrier
     if (engine_) {
       engine_->Process(*q.report);
       engine_nodes_.insert(q.report->node());
@@ -296,7 +334,8 @@ void DiagnosticsService::DispatchLocked(const Queued* queued, std::vector<Change
       // Sent in the initial state already (it was in the store before the worker got to it).
       const bool sent = initial != w->initial_index_.end() && queued->index <= initial->second;
       if (!sent) {
-        w->Push({.report = queued->report, .finding = nullptr}, false);
+        w->Push({.report = queued->report, .finding = nullptr, .unrecorded = queued->unrecorded},
+                false);
         pushed = true;
       }
     }
@@ -400,7 +439,7 @@ void DiagnosticsService::Subscribe(std::shared_ptr<Watcher> watcher, bool initia
       if (watcher->reports()) {
         for (const NodeEntry& e : store_.Snapshot(Clock::now())) {
           if (!watcher->Wants(e.report->node())) continue;
-          watcher->Push({.report = e.report, .finding = nullptr}, true);
+          watcher->Push({.report = e.report, .finding = nullptr, .unrecorded = e.unrecorded}, true);
           watcher->initial_index_[e.report->node()] = e.index;
         }
       }

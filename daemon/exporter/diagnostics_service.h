@@ -4,10 +4,12 @@
 //
 // Ingest only hands the applied report (the pointer the node store keeps, no copy) to a bounded
 // queue and returns. One worker thread runs the rules and fans reports and findings out to the
-// Watch clients, whose own bounded queues never block it. A full queue drops the report for
-// diagnostics and Watch (counted), never slowing ingest. Scrapes read a snapshot the worker swaps
-// in under a short lock, never waiting on the rules. The latest report of each node is the node
-// store's: there is no second copy here.
+// Watch clients, whose own bounded queues never block it. With a state file (a recording), a
+// report's callback runs once the findings it opened, escalated or closed are saved there: ingest
+// acknowledges the report only then, so a kill -9 at any moment loses no acknowledged finding. A
+// full queue drops the report for diagnostics and Watch (counted), never slowing ingest. Scrapes
+// read a snapshot the worker swaps in under a short lock, never waiting on the rules. The latest
+// report of each node is the node store's: there is no second copy here.
 #pragma once
 
 #include <atomic>
@@ -15,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,7 +48,8 @@ struct DiagnosticsOptions {
   // Watch (counted), so a stalled worker costs ingest nothing and memory at most this many.
   size_t queue_capacity = 1024;
   // Where the open findings are kept across restarts (`findings.state` beside the recording):
-  // rewritten within a second of a change, every 10 s while any is open, and at Stop. Empty:
+  // rewritten (synced) after each batch of reports that changed a finding, before those reports'
+  // callbacks run; every 10 s while any is open (the rules' latches move on); and at Stop. Empty:
   // not kept.
   std::string state_file{};
 };
@@ -54,6 +58,7 @@ struct DiagnosticsOptions {
 struct WatchItem {
   std::shared_ptr<const v1::NodeReport> report;
   std::shared_ptr<const v1::Finding> finding;
+  bool unrecorded = false;  // a report shown while the recording failed (NodeEntry::unrecorded)
 };
 
 // A Watch client as the service sees it (query_service.cc queues and writes).
@@ -120,11 +125,28 @@ class DiagnosticsService {
   // Processes what is queued, then ends the worker. Reports handed over later are dropped.
   void Stop();
 
+  // Runs on the worker thread, without the service's locks, once a report was diagnosed and
+  // what it changed is in the state file (true), or when the service stopped before that could
+  // be saved (false). Must not block.
+  using SavedFn = std::function<void(bool saved)>;
+
   // For every applied report (not duplicates or rejects), with the index the store gave it
   // (ApplyResult::index). Never blocks: queues the report for the worker, or drops and counts it
-  // when the queue is full or the worker stopped (returns false). The report must not change
-  // afterwards (it is shared with the store and Watch queues).
-  bool OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index);
+  // when the queue is full or the worker stopped (returns false, and `on_saved` is never
+  // called). The report must not change afterwards (it is shared with the store and Watch
+  // queues). `on_saved` (may be empty) runs once, as SavedFn says; while the state file cannot
+  // be written it waits, and so does every later one.
+  // `unrecorded`: shown while the recording fails (NodeStore::Show), so marked for Watch.
+  bool OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index,
+                SavedFn on_saved = nullptr, bool unrecorded = false);
+  // `on_saved` runs, as OnReport's, once every report queued before it is diagnosed and what it
+  // changed is saved (for a report recorded now that was diagnosed when shown, unrecorded).
+  // Returns false (and never calls it) when findings are not saved or the service stopped.
+  bool AfterSaved(SavedFn on_saved);
+
+  // Whether findings are saved (diagnostics on, with a state file): only then is OnReport's
+  // callback worth waiting for.
+  bool saves_findings() const { return engine_ != nullptr && !options_.state_file.empty(); }
 
   // For /metrics: the worker's latest snapshot, taken under a short lock (never waits on the
   // rules). Nodes silent for longer than --node.expire-after are forgotten by the worker, at
@@ -164,7 +186,9 @@ class DiagnosticsService {
   // One applied report waiting for the worker.
   struct Queued {
     std::shared_ptr<const v1::NodeReport> report;
-    uint64_t index = 0;
+    uint64_t index = 0;  // with a report; a null report is AfterSaved's barrier
+    SavedFn on_saved{};
+    bool unrecorded = false;
   };
   // What Metrics() serves besides the counters: rebuilt by the worker when findings change.
   struct FindingsSnapshot {
@@ -188,10 +212,12 @@ class DiagnosticsService {
   // With mu_ held, after a batch: the counters for Metrics() and, when findings changed, a fresh
   // snapshot of them.
   void SwapSnapshotLocked(bool findings_changed);
-  // With mu_ held: the open findings to save (serialised), when a save is due; nullopt when not.
+  // With mu_ held: the open findings to save (serialised), when a save is due (findings changed
+  // and are not saved yet, or the 10 s refresh); nullopt when not.
   std::optional<std::string> StateToSaveLocked(Clock::time_point now, bool findings_changed);
-  // Without mu_: writes `state` to state_file (a temporary file, synced and renamed).
-  void WriteState(const std::string& state);
+  // Without mu_: writes `state` to state_file (a temporary file, synced and renamed); false
+  // when that failed (logged once until a save works).
+  bool WriteState(const std::string& state);
   // Without mu_: logs the changes and starts the watchers' writes.
   static void Publish(const std::vector<Change>& changes,
                       const std::vector<std::shared_ptr<Watcher>>& flush);
@@ -219,6 +245,9 @@ class DiagnosticsService {
   bool state_dirty_ = false;       // findings changed since the last save
   Clock::time_point last_save_{};  // with mu_
   bool save_failing_ = false;      // the worker's: logged once until a save works
+  // The worker's: callbacks of diagnosed reports, waiting for the state file to hold what they
+  // changed (a failing save holds them, and all after them, until one works).
+  std::vector<SavedFn> unsaved_;
 
   // For scrapes: swapped under its own short lock.
   mutable std::mutex snapshot_mu_;

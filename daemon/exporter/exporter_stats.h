@@ -28,6 +28,11 @@ class ExporterStats {
   // `recording` is set.
   std::atomic<bool> recording{false};
   recording::RecorderStats recorder;
+  // Applied reports whose ack waits for the recorder or for the findings they changed to be
+  // saved (ingest_service.cc).
+  std::atomic<int64_t> acks_waiting{0};
+  // Reports shown while the recording could not be written (NodeStore::Show), unacknowledged.
+  std::atomic<uint64_t> reports_unrecorded{0};
   // What start-up read back from the recording (0 without one).
   std::atomic<uint64_t> restored_nodes{0};
   std::atomic<uint64_t> restored_findings{0};

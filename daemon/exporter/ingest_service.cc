@@ -116,21 +116,52 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     bucket_.Take(SteadyClock::now());
     Dropped dropped;
     if (unparseable.empty()) dropped = service_.Trim(*request_);
-    const v1::Ack ack = unparseable.empty() ? service_.Handle(request_, peer_, dropped)
+    if (show_only_) {
+      // Shown, never acknowledged: the agent sends it again on its next stream.
+      if (unparseable.empty()) {
+        if (shown_ == 0) first_shown_ = request_->sequence();
+        ++shown_;
+        service_.Show(request_, peer_);
+      } else {
+        service_.Reject(*request_, unparseable, peer_);
+      }
+      MaybeStartReadLocked();
+      MaybeFinishLocked();
+      return;
+    }
+    // The callbacks below find their ack by this id; they run on other threads, which wait for
+    // our lock, so the ack is queued before any of them can look.
+    const uint64_t id = ++last_record_id_;
+    DiagnosticsService::SavedFn on_saved;
+    if (service_.acks_wait_for_findings()) {
+      on_saved = [this, id](bool saved) { OnSettled(id, saved, "saving the findings"); };
+    }
+    bool awaits_saved = false;
+    const v1::Ack ack = unparseable.empty() ? service_.Handle(request_, peer_, dropped,
+                                                              std::move(on_saved), &awaits_saved)
                                             : service_.Reject(*request_, unparseable, peer_);
     if (node_.empty() && ack.status() != v1::Ack::STATUS_REJECTED) node_ = request_->node();
     QueuedAck& queued = acks_.emplace_back();
+    queued.record_id = id;
     bool own = false;
     grpc::SerializationTraits<v1::Ack>::Serialize(ack, &queued.buffer, &own);
+    if (awaits_saved) {
+      // Acknowledged once the findings it opened, escalated or closed are saved too: a kill -9
+      // after the ack loses none of them.
+      ++queued.waits;
+      ++records_pending_;
+    }
     const bool applied = ack.status() == v1::Ack::STATUS_APPLIED;
-    if ((applied || ack.status() == v1::Ack::STATUS_DUPLICATE) && service_.recorder() != nullptr) {
+    const bool to_record =
+        (applied || ack.status() == v1::Ack::STATUS_DUPLICATE) && service_.recorder() != nullptr;
+    if (awaits_saved || to_record) ++stats_.acks_waiting;
+    if (to_record) {
       // Acknowledged once recorded; a duplicate once everything before it is (its first copy
       // may still be waiting for a disk that is full). The callback may run inside Append (a
       // stopped recorder): the ack is queued first, and the mutex is recursive.
-      queued.ready = false;
-      queued.record_id = ++last_record_id_;
+      ++queued.waits;
       ++records_pending_;
-      auto on_recorded = [this, id = queued.record_id](bool recorded) { OnRecorded(id, recorded); };
+      auto on_recorded = [this, id](bool recorded) { OnSettled(id, recorded, "recording"); };
       if (applied) {
         service_.recorder()->Append(
             std::move(wire_),
@@ -151,8 +182,8 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     writing_ = false;
     if (!ok) {
       // The client went away; reads will fail too and end the stream. Reports still being
-      // recorded find their acks gone (OnRecorded).
-      acks_.clear();
+      // recorded find their acks gone (OnSettled).
+      ForgetAcksLocked(0);
       write_failed_ = true;
       MaybeFinishLocked();
       return;
@@ -168,7 +199,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                  node_.empty() ? "no report" : LogSafe(node_));
     std::unique_lock lock(mu_);
     done_ = true;
-    // Resume() or the last OnRecorded() deletes us.
+    // Resume() or the last OnSettled() deletes us.
     if (resume_scheduled_ || records_pending_ > 0) return;
     lock.unlock();
     delete this;
@@ -176,7 +207,11 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
   void OnCancel() override {
     std::lock_guard lock(mu_);
-    // A throttled stream has no read outstanding to fail and end it: end it now.
+    // The agent went away or the server is stopping: acks still waiting for the recording (a
+    // full disk) can never reach it, so the stream ends without them (their callbacks still
+    // come, and find it finished). A read outstanding fails and ends it; a throttled or
+    // show-only stream may have none: end it now.
+    cancelled_ = true;
     if (!read_outstanding_) {
       reads_done_ = true;
       MaybeFinishLocked();
@@ -188,7 +223,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // is over its rate (Resume() calls again when it may read).
   void MaybeStartReadLocked() {
     if (read_outstanding_ || resume_scheduled_ || reads_done_ || write_failed_ || finished_) return;
-    if (acks_.size() >= kMaxQueuedAcks) return;
+    if (acks_.size() >= kMaxQueuedAcks || show_only_) {
+      // Acks wait: for an agent that does not read them, and for the recording. While it cannot
+      // be written the stream is read on and what it sends only shown (live views must not
+      // freeze on a full disk); the acks after a report shown so could not be cumulative, so
+      // the stream stays so until it ends (MaybeFinishLocked), once the recording works again.
+      if (!service_.recording_failing()) return;
+      if (!show_only_) EnterShowOnlyLocked();
+    }
     const auto now = SteadyClock::now();
     bucket_.set_rate(service_.max_reports_per_second());
     const auto wait = bucket_.Wait(now);
@@ -252,7 +294,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     std::unique_lock lock(mu_);
     resume_scheduled_ = false;
     if (done_) {
-      if (records_pending_ > 0) return;  // the last OnRecorded() deletes us
+      if (records_pending_ > 0) return;  // the last OnSettled() deletes us
       lock.unlock();
       delete this;
       return;
@@ -260,20 +302,22 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     MaybeStartReadLocked();
   }
 
-  // On the recorder's thread, once the report of ack `record_id` is recorded, or the recorder
-  // stopped without recording it: then neither its ack nor any after it is sent (the agent keeps
-  // them in its spool and sends them again), and the stream ends.
-  void OnRecorded(uint64_t record_id, bool recorded) {
+  // On the recorder's thread once the report of ack `record_id` is recorded, or on the
+  // diagnostics worker once the findings it changed are saved (`ok`); or when either stopped
+  // before that (`what` it could not finish): then neither its ack nor any after it is sent (the
+  // agent keeps them in its spool and sends them again), and the stream ends.
+  void OnSettled(uint64_t record_id, bool ok, const char* what) {
     std::unique_lock lock(mu_);
     --records_pending_;
     for (auto it = acks_.begin(); it != acks_.end(); ++it) {
       if (it->record_id != record_id) continue;
-      if (recorded) {
-        it->ready = true;
+      if (ok) {
+        if (--it->waits == 0) --stats_.acks_waiting;
       } else {
-        acks_.erase(it, acks_.end());  // not the front being written: that one was ready
-        final_status_ =
-            grpc::Status(grpc::StatusCode::UNAVAILABLE, "the exporter stopped before recording");
+        ForgetAcksLocked(static_cast<size_t>(
+            it - acks_.begin()));  // not the front being written: that one was ready
+        final_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                     fmt::format("the exporter stopped before {}", what));
         reads_done_ = true;
       }
       break;
@@ -288,22 +332,53 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     MaybeFinishLocked();
   }
 
+  // Drops the acks from the `from`th on, never to be sent (counting those that waited).
+  void ForgetAcksLocked(size_t from) {
+    for (size_t i = from; i < acks_.size(); ++i) {
+      if (!acks_[i].ready()) --stats_.acks_waiting;
+    }
+    acks_.erase(acks_.begin() + static_cast<std::ptrdiff_t>(from), acks_.end());
+  }
+
   // Writes the oldest ack once it may be sent: one write at a time, in order. When the next is
   // ready too, this one may wait in gRPC's buffer for it (buffer_hint): the acks of a busy
   // stream leave in one send instead of one each; the last of them goes out at once.
   void MaybeStartWriteLocked() {
-    if (writing_ || finished_ || write_failed_ || acks_.empty() || !acks_.front().ready) return;
+    if (writing_ || finished_ || write_failed_ || acks_.empty() || !acks_.front().ready()) return;
     writing_ = true;
     grpc::WriteOptions options;
-    if (acks_.size() > 1 && acks_[1].ready) options.set_buffer_hint();
+    if (acks_.size() > 1 && acks_[1].ready()) options.set_buffer_hint();
     StartWrite(&acks_.front().buffer, options);
   }
 
+  void EnterShowOnlyLocked() {
+    show_only_ = true;
+    const auto now = SteadyClock::now();
+    if (auto suppressed = service_.log_limiter().Admit("show only", now)) {
+      spdlog::warn(
+          "agent stream from {} (node \"{}\"): the recording cannot be written, so its reports "
+          "are shown (/metrics, Watch, status page) but neither recorded nor acknowledged; the "
+          "agent keeps them and sends them again once the recording works{}",
+          peer_, LogSafe(node_),
+          *suppressed == 0 ? "" : fmt::format(" ({} more streams)", *suppressed));
+    }
+  }
+
   // Ends the stream once the client is done and has every ack (even those still waiting for
-  // the recorder), or at once when it went away.
+  // the recorder), or at once when it went away; a stream that showed reports unrecorded once
+  // the recording works again and its acks are sent, so that its agent sends them again.
   void MaybeFinishLocked() {
     if (finished_ || writing_) return;
-    if (write_failed_ || (reads_done_ && acks_.empty())) {
+    if (show_only_ && !read_outstanding_ && acks_.empty() && !service_.recording_failing() &&
+        !write_failed_) {
+      final_status_ = grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          fmt::format("{} report(s) from sequence {} on were shown but not recorded while the "
+                      "exporter's recording could not be written: send them again",
+                      shown_, first_shown_));
+      reads_done_ = true;
+    }
+    if (write_failed_ || (reads_done_ && (acks_.empty() || cancelled_))) {
       finished_ = true;
       Finish(final_status_);
     }
@@ -352,8 +427,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // One ack to send, in the order the reports were read.
   struct QueuedAck {
     grpc::ByteBuffer buffer;
-    bool ready = true;       // false while its report is being recorded
-    uint64_t record_id = 0;  // which OnRecorded() readies it; 0: not recorded
+    int waits = 0;           // OnSettled() calls still to come: recording, saving the findings
+    uint64_t record_id = 0;  // which OnSettled() calls are for it
+    bool ready() const { return waits == 0; }
   };
 
   // Recursive: a Start* call may run the next reaction before it returns.
@@ -363,7 +439,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   std::shared_ptr<v1::NodeReport> request_ = NewArenaReport();  // the last report read
   std::deque<QueuedAck> acks_;  // front is being written; deque keeps it in place
   uint64_t last_record_id_ = 0;
-  uint64_t records_pending_ = 0;  // OnRecorded() calls still to come; they keep us alive
+  uint64_t records_pending_ = 0;  // OnSettled() calls still to come; they keep us alive
   bool writing_ = false;
   bool reads_done_ = false;
   bool read_outstanding_ = false;
@@ -371,7 +447,12 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   bool finished_ = false;
   TokenBucket bucket_;
   bool resume_scheduled_ = false;  // Resume() is queued and owns the end of our life
-  bool throttled_ = false;         // logged once per stream
+  // Reading on while the recording fails: reports shown, not acknowledged (MaybeStartReadLocked).
+  bool show_only_ = false;
+  bool cancelled_ = false;    // OnCancel: no ack will reach the client
+  uint64_t shown_ = 0;        // reports shown so
+  uint64_t first_shown_ = 0;  // the first one's sequence
+  bool throttled_ = false;    // logged once per stream
   bool done_ = false;
 };
 
@@ -385,7 +466,9 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
 }
 
 v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared, const std::string& peer,
-                              const Dropped& dropped) {
+                              const Dropped& dropped, DiagnosticsService::SavedFn on_saved,
+                              bool* awaits_saved) {
+  if (awaits_saved != nullptr) *awaits_saved = false;
   const v1::NodeReport& report = *shared;
   v1::Ack ack;
   ack.set_sequence(report.sequence());
@@ -399,7 +482,18 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared, cons
       if (!dropped.empty()) CountDropped(report, dropped, peer);
       // Only applied reports: a duplicate re-sent after a reconnect must not count twice. Queued
       // for the diagnostics worker (or dropped and counted when it is behind): never waits.
-      if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), result.index);
+      if (result.shown_before) {
+        // Diagnosed and watched when it was shown: recorded now, its ack waits only for what
+        // that changed to be saved.
+        if (on_saved && awaits_saved != nullptr) {
+          *awaits_saved = diagnostics_->AfterSaved(std::move(on_saved));
+        }
+      } else if (diagnosed) {
+        const bool on_saved_given = static_cast<bool>(on_saved);
+        const bool queued =
+            diagnostics_->OnReport(std::move(diagnosed), result.index, std::move(on_saved));
+        if (awaits_saved != nullptr) *awaits_saved = queued && on_saved_given;
+      }
       // One line per report for exactly-once checks; spdlog formats nothing unless debug is on.
       spdlog::debug("applied node={} instance={} seq={}", report.node(), report.agent_instance_id(),
                     report.sequence());
@@ -414,6 +508,25 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared, cons
       return Reject(report, result.reason, peer);
   }
   return ack;
+}
+
+void IngestService::Show(std::shared_ptr<const v1::NodeReport> shared, const std::string& peer) {
+  const v1::NodeReport& report = *shared;
+  std::shared_ptr<const v1::NodeReport> diagnosed = diagnostics_ ? shared : nullptr;
+  const ApplyResult result = store_.Show(std::move(shared), Clock::now());
+  switch (result.outcome) {
+    case ApplyOutcome::kApplied:
+      ++stats_.reports_unrecorded;
+      if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), result.index, nullptr, true);
+      spdlog::debug("shown node={} instance={} seq={}", report.node(), report.agent_instance_id(),
+                    report.sequence());
+      break;
+    case ApplyOutcome::kDuplicate:
+      break;
+    case ApplyOutcome::kRejected:
+      Reject(report, result.reason, peer);
+      break;
+  }
 }
 
 void IngestService::CountDropped(const v1::NodeReport& report, const Dropped& dropped,

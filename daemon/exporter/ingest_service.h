@@ -49,8 +49,22 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   // Applies one report and says how (shared by every stream).
   // The store keeps `report` as the node's latest: the caller must not change it afterwards.
   // `dropped`: what Trim took out of it, counted (and logged once per node) when it is applied.
+  // `on_saved`, for an applied report when diagnostics saves findings: handed to diagnostics
+  // (DiagnosticsService::OnReport); `*awaits_saved` says whether it will run.
   v1::Ack Handle(std::shared_ptr<const v1::NodeReport> report, const std::string& peer,
-                 const Dropped& dropped = {});
+                 const Dropped& dropped = {}, DiagnosticsService::SavedFn on_saved = nullptr,
+                 bool* awaits_saved = nullptr);
+  // Whether an applied report's ack must also wait for diagnostics to save the findings it
+  // changed: with a recorder (acks wait for the disk anyway) and findings saved beside it.
+  bool acks_wait_for_findings() const {
+    return recorder_ != nullptr && diagnostics_ != nullptr && diagnostics_->saves_findings();
+  }
+  // While the recording cannot be written, beyond a stream's read-ahead: shows one report
+  // (NodeStore::Show) and diagnoses it, without an ack (the agent sends it again to be recorded).
+  // A report the store refuses is counted and logged as Reject does.
+  void Show(std::shared_ptr<const v1::NodeReport> report, const std::string& peer);
+  // Whether the recording cannot be written now (its writes or syncs fail).
+  bool recording_failing() const { return recorder_ != nullptr && stats_.recorder.failing != 0; }
   // Trims `report` to the store's limits before it is applied (series_budget.h).
   Dropped Trim(v1::NodeReport& report) const { return TrimReport(report, store_.limits().trim); }
   // Counts what trimming dropped from an applied report, and logs it once per node.

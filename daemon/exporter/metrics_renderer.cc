@@ -1013,7 +1013,8 @@ void EmitJobs(const std::vector<NodeEntry>& nodes, MetricSink& s) {
   }
 }
 
-void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) {
+void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s,
+                       size_t unrecorded_nodes) {
   Add(s,
       s.Family("accelmon_build_info",
                "accelmon version and the git revision it was built from; always 1.", kGauge),
@@ -1100,6 +1101,13 @@ void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) 
                  kCounter),
         {}, static_cast<double>(r.errors.load()));
     Add(s,
+        s.Family("accelmon_exporter_recorded_again_total",
+                 "Reports written to the recording again because the sync after their first "
+                 "write failed: the failed sync may have kept them, so they may be in the "
+                 "recording twice (replay and restart apply each once).",
+                 kCounter),
+        {}, static_cast<double>(r.rewritten.load()));
+    Add(s,
         s.Family("accelmon_exporter_recording_failing",
                  "1 while the flight recording cannot be written (a full or failing disk): "
                  "reports are not acknowledged and /readyz says why.",
@@ -1109,6 +1117,25 @@ void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& s) 
         s.Family("accelmon_exporter_recording_waiting_reports",
                  "Reports held, unacknowledged, until the recording can be written again.", kGauge),
         {}, static_cast<double>(r.waiting.load()));
+    Add(s,
+        s.Family("accelmon_exporter_acks_waiting",
+                 "Reports applied but not acknowledged yet: their ack waits for the recording, "
+                 "and for the findings they opened, escalated or closed to be saved.",
+                 kGauge),
+        {}, static_cast<double>(stats.acks_waiting.load()));
+    Add(s,
+        s.Family("accelmon_exporter_reports_unrecorded_total",
+                 "Reports shown on /metrics, the status page and Watch while the recording could "
+                 "not be written, neither recorded nor acknowledged: their agents send them again "
+                 "once it can be, and they are recorded then.",
+                 kCounter),
+        {}, static_cast<double>(stats.reports_unrecorded.load()));
+    Add(s,
+        s.Family("accelmon_exporter_unrecorded_nodes",
+                 "Nodes whose report shown now is not recorded yet (shown while the recording "
+                 "could not be written).",
+                 kGauge),
+        {}, static_cast<double>(unrecorded_nodes));
     Add(s,
         s.Family("accelmon_exporter_recording_segments",
                  "Segment files in the recording directory.", kGauge),
@@ -1186,7 +1213,9 @@ void StateRenderer::Render(TextExpositionSink& sink) const {
   sink.Clear();
   EmitNodes(nodes, now, sink);
   EmitJobs(nodes, sink);
-  EmitExporterStats(stats_, nodes.size(), sink);
+  const auto unrecorded =
+      std::count_if(nodes.begin(), nodes.end(), [](const NodeEntry& e) { return e.unrecorded; });
+  EmitExporterStats(stats_, nodes.size(), sink, static_cast<size_t>(unrecorded));
   if (diagnostics_) EmitDiagnostics(diagnostics_->Metrics(), sink);
   stats_.last_scrape_series = sink.samples();
   stats_.last_scrape_seconds =

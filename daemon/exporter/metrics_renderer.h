@@ -27,7 +27,9 @@ void EmitNodes(const std::vector<NodeEntry>& nodes, Clock::time_point now, Metri
 void EmitJobs(const std::vector<NodeEntry>& nodes, MetricSink& sink);
 
 // The exporter's own series (accelmon_exporter_*, accelmon_build_info).
-void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& sink);
+// `unrecorded_nodes`: of `nodes`, those whose latest report was shown unrecorded.
+void EmitExporterStats(const ExporterStats& stats, size_t nodes, MetricSink& sink,
+                       size_t unrecorded_nodes = 0);
 
 // The same series as prometheus-cpp metric families (empty families left out).
 // The diagnostics series (accelmon_diagnosis_*, accelmon_exporter_diagnosis_*); nothing when off.

@@ -50,7 +50,7 @@ ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock
   if (std::string reason = ValidateReport(*report, limits, now); !reason.empty()) {
     return {ApplyOutcome::kRejected, std::move(reason)};
   }
-  std::shared_ptr<const v1::NodeReport> previous;  // released outside the lock
+  // `report` is released (or, replacing the node's, takes the previous one) after the lock.
   std::lock_guard lock(mu_);
   auto it = nodes_.find(report->node());
   if (it == nodes_.end()) {
@@ -62,12 +62,54 @@ ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock
   Slot& slot = it->second;
   slot.instance = report->agent_instance_id();
   slot.last_sequence = report->sequence();
+  if (slot.shown_sequence != 0 && slot.shown_instance == slot.instance &&
+      report->sequence() <= slot.shown_sequence) {
+    // Sent again to be recorded: the newer report shown stays the node's latest, and is
+    // recorded once this reaches it.
+    if (report->sequence() == slot.shown_sequence) {
+      slot.entry.unrecorded = false;
+      slot.shown_sequence = 0;
+    }
+    return {ApplyOutcome::kApplied, {}, ++applied_, /*shown_before=*/true};
+  }
+  slot.shown_sequence = 0;
+  ReplaceLocked(slot, report, now);
+  slot.entry.unrecorded = false;
+  return {ApplyOutcome::kApplied, {}, slot.entry.index};
+}
+
+ApplyResult NodeStore::Show(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
+  ValidationLimits limits;
+  {
+    std::lock_guard lock(mu_);
+    limits = limits_;
+  }
+  if (std::string reason = ValidateReport(*report, limits, now); !reason.empty()) {
+    return {ApplyOutcome::kRejected, std::move(reason)};
+  }
+  std::lock_guard lock(mu_);
+  Slot& slot = nodes_[report->node()];
+  const bool same = slot.instance == report->agent_instance_id();
+  const bool shown_same = slot.shown_instance == report->agent_instance_id();
+  if ((same && report->sequence() <= slot.last_sequence) ||
+      (slot.shown_sequence != 0 && shown_same && report->sequence() <= slot.shown_sequence)) {
+    return {ApplyOutcome::kDuplicate, {}};
+  }
+  slot.shown_instance = report->agent_instance_id();
+  slot.shown_sequence = report->sequence();
+  ReplaceLocked(slot, report, now);
+  slot.entry.unrecorded = true;
+  return {ApplyOutcome::kApplied, {}, slot.entry.index};
+}
+
+void NodeStore::ReplaceLocked(Slot& slot, std::shared_ptr<const v1::NodeReport>& report,
+                              Clock::time_point now) {
   slot.entry.step_rates = slot.steps.Update(*report);
-  previous = std::exchange(slot.entry.report, std::move(report));
+  // The previous report goes back in `report`, released by the caller outside the lock.
+  slot.entry.report.swap(report);
   slot.entry.received_at = now;
   slot.entry.restored = false;
   slot.entry.index = ++applied_;
-  return {ApplyOutcome::kApplied, {}, slot.entry.index};
 }
 
 void NodeStore::Seed(const std::string& node, const std::string& instance, uint64_t sequence,

@@ -27,6 +27,9 @@ struct NodeEntry {
   // Put back from the recording after a restart (Restore) and not reported since: the node is
   // down (accelmon_node_up 0) whatever the report's age.
   bool restored = false;
+  // Shown while the recording could not be written (Show), and not recorded yet: its agent
+  // still holds it and sends it again.
+  bool unrecorded = false;
 };
 
 // Whether the node's agent still reports: not restored-and-silent, and heard from within three
@@ -46,6 +49,9 @@ struct ApplyResult {
   // For kApplied: how many reports the store applied, this one included. A node's reports are
   // ordered by it whatever stream they came on (Watch's initial state uses it).
   uint64_t index = 0;
+  // For kApplied: the report was shown already (Show) while the recording failed, and is sent
+  // again now to be recorded. It changed nothing shown: do not diagnose or watch it again.
+  bool shown_before = false;
 };
 
 class NodeStore {
@@ -57,6 +63,13 @@ class NodeStore {
   // Validates and applies one report received at `now`. A report whose (node, agent instance,
   // sequence) was already applied is a duplicate and changes nothing.
   ApplyResult Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now);
+
+  // While the recording cannot be written: shows one report (validated as Apply does) without
+  // counting it applied. It becomes the node's latest, marked unrecorded, but a report of the
+  // same agent instance at or below its sequence is not a duplicate for Apply afterwards: the
+  // agent sends it again once the recording works, and Apply takes it then for the record only
+  // (shown_before). kDuplicate when it was shown or applied before.
+  ApplyResult Show(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now);
 
   // Seeds the dedup state of `node` (from a recording, after a restart): a report of `instance`
   // at or below `sequence` is then a duplicate. A seeded node stays out of Snapshot() until it
@@ -88,7 +101,14 @@ class NodeStore {
     StepRateTracker steps;
     std::string instance;
     uint64_t last_sequence = 0;
+    // The newest report shown unrecorded (Show), while it is not applied: its instance and
+    // sequence.
+    std::string shown_instance;
+    uint64_t shown_sequence = 0;
   };
+  // With mu_: makes `report` the node's latest.
+  void ReplaceLocked(Slot& slot, std::shared_ptr<const v1::NodeReport>& report,
+                     Clock::time_point now);
 
   mutable std::mutex mu_;
   std::chrono::milliseconds expire_after_;  // with mu_

@@ -119,6 +119,7 @@ class WatchStream final : public Watcher, public std::enable_shared_from_this<Wa
     event_.Clear();
     if (item.report) {
       *event_.mutable_report() = *item.report;
+      event_.set_unrecorded(item.unrecorded);
     } else {
       *event_.mutable_finding() = *item.finding;
     }

@@ -93,6 +93,8 @@ void WriteNodeRow(const NodeEntry& entry, Clock::time_point now, const FindingCo
   JsonObject o(out);
   o.String("node", r.node());
   o.Bool("up", NodeIsUp(entry, now));
+  // Shown while the recording could not be written: not in it yet.
+  o.Bool("recorded", !entry.unrecorded);
   o.Number("age_seconds", Seconds(now - entry.received_at));
   o.Number("report_time", ToSeconds(r.timestamp()));
   if (r.has_interval())

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # A full recording disk: the exporter acknowledges no report it has not recorded, /readyz says
-# why, ingest resumes by itself once space is freed, and at the end every report the agent sent
-# is in the recording exactly once. The recording lives on a small tmpfs (needs root, or a user
+# why, /metrics, the status page and Watch go on showing what the agent sends (marked unrecorded),
+# ingest resumes by itself once space is freed, and at the end every report the agent sent is in
+# the recording exactly once. The recording lives on a small tmpfs (needs root, or a user
 # namespace that may mount; skipped otherwise).
 source "$(dirname "$0")/lib.sh"
+: "${PYTHONPATH:?set PYTHONPATH to BUILD/python (the generated accelmon.v1 modules)}"
+/usr/bin/python3 -c 'import grpc, google.protobuf' 2>/dev/null ||
+  skip "/usr/bin/python3 lacks python3-grpcio or python3-protobuf (scripts/install-deps.sh test)"
+WATCH=(/usr/bin/python3 "$(dirname "$0")/watch_findings.py")
 
 REC=$WORK/rec
 mkdir -p "$REC"
@@ -58,12 +63,37 @@ echo "while full: recorded up to $recorded_max, agent acknowledged up to $acked"
 [ "$acked" -le "$recorded_max" ] || fail "acknowledged $acked but recorded only up to $recorded_max"
 [ "$(readyz)" = 503 ] || fail "/readyz ready again while the disk is full"
 
+# Live views go on: past the 64 reports a stream holds unacknowledged, the exporter reads on and
+# shows what the agent sends, marked unrecorded, and acknowledges none of it.
+unrecorded_at_least() { local n; n=$(metric accelmon_exporter_reports_unrecorded_total); [ "${n:-0}" -ge "$1" ]; }
+wait_until 30 "reports shown unrecorded while the disk is full" unrecorded_at_least 5
+[ "$(metric accelmon_exporter_unrecorded_nodes)" = 1 ] || fail "accelmon_exporter_unrecorded_nodes is not 1"
+report_time() {
+  scrape "$metrics" | awk '/^accelmon_node_last_report_timestamp_seconds\{.*node="fulldisk"/ { print $2 }'
+}
+shown=$(report_time)
+newer() { awk -v now="$(report_time)" -v then="$shown" 'BEGIN { exit !(now > then) }'; }
+wait_until 10 "/metrics to show a newer report while the disk is full" newer
+status=$(curl -fsS "http://127.0.0.1:$web_port/api/v1/status")
+grep -Eq '"node":"fulldisk","up":true,"recorded":false' <<<"$status" ||
+  fail "the status page does not mark the node unrecorded: $status"
+"${WATCH[@]}" "127.0.0.1:$grpc_port" 1.5 --reports >"$WORK/watch.txt" || fail "Watch failed"
+watched=$(grep -Ec '^report fulldisk [0-9]+ unrecorded$' "$WORK/watch.txt" || true)
+[ "$watched" -ge 3 ] || fail "Watch showed $watched unrecorded reports in 1.5 s: $(cat "$WORK/watch.txt")"
+[ "$(readyz)" = 503 ] || fail "/readyz ready while the disk is full"
+recorded_max=$(recorded_sequences | sort -n | tail -1)
+acked=$(acknowledged)
+[ "$acked" -le "$recorded_max" ] || fail "acknowledged $acked but recorded only up to $recorded_max"
+echo "while full: $(metric accelmon_exporter_reports_unrecorded_total) reports shown unrecorded," \
+  "$watched of them on Watch in 1.5 s; recorded up to $recorded_max, acknowledged up to $acked"
+
 # Free the space: ingest resumes by itself.
 rm -f "$REC/filler"
 wait_until 30 "/readyz to be ready again" bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$web_port/readyz)\" = 200 ]"
 [ "$(metric accelmon_exporter_recording_failing)" = 0 ] || fail "still failing after space was freed"
 caught_up() { [ "$(acknowledged)" -ge $((recorded_max + 30)) ]; }
 wait_until 60 "the agent's reports held meanwhile to be acknowledged" caught_up
+[ "$(metric accelmon_exporter_unrecorded_nodes)" = 0 ] || fail "a node is still shown unrecorded"
 
 stop agent 20
 final_ack=$(acknowledged)
@@ -79,4 +109,21 @@ print(f"recording: {len(seqs)} reports of node fulldisk, sequences 1..{max(seqs)
       f"{len(dups)} twice, {len(missing)} missing; agent acknowledged up to {acked}")
 sys.exit(1 if dups or missing or max(seqs) < acked else 0)
 PY
-echo "PASS: no report acknowledged unrecorded while the disk was full; all recorded exactly once"
+
+# SIGTERM while the disk is full: a clean stop, not a hang on the acks that wait for the disk
+# (their reports are the agent's to send again).
+start exporter2 exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
+  --record.dir "$REC/recording" --record.segment-size 64KiB
+line=$(wait_for_log exporter2 'ingest on [^ ]+ \(port [0-9]+\), metrics on [^ ]+ \(port [0-9]+')
+grpc_port=$(nth_port "$line" 1)
+web_port=$(echo "$line" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
+metrics=http://127.0.0.1:$web_port/metrics
+start agent2 agent --node.name fulldisk2 --sim 2 --collect.interval 100ms \
+  --exporter.address "127.0.0.1:$grpc_port"
+wait_until 30 "reports recorded" recorded_at_least 5
+dd if=/dev/zero of="$REC/filler" bs=4k 2>/dev/null || true
+wait_until 30 "reports shown unrecorded while the disk is full" unrecorded_at_least 70
+stop exporter2 20
+stop agent2 20
+echo "PASS: no report acknowledged unrecorded while the disk was full, live views meanwhile," \
+  "all recorded exactly once; a clean stop while full"

@@ -6,11 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 
 #include "daemon/exporter/metrics_renderer.h"
 #include "daemon/exporter/text_exposition.h"
+#include "support/temp_dir.h"
 #include "support/wait.h"
 
 namespace accelmon {
@@ -82,6 +85,92 @@ class BlockingWatcher final : public Watcher {
   std::atomic<bool> entered_{false};
   std::promise<void> release_;
 };
+
+// A report with an XID on device 0, which opens an xid_error finding.
+std::shared_ptr<const v1::NodeReport> XidReport(const std::string& node, uint64_t sequence) {
+  auto r = std::make_shared<v1::NodeReport>(*Report(node, sequence));
+  v1::DeviceTelemetry* d = r->add_devices();
+  d->mutable_identity()->set_index(0);
+  d->mutable_identity()->set_uuid("GPU-service-test-0");
+  v1::Event* e = r->add_events();
+  e->set_kind(v1::EVENT_KIND_XID);
+  e->set_code(79);
+  e->set_device_index(0);
+  return r;
+}
+
+// What the state file holds now: the rules of its findings.
+std::vector<std::string> SavedRules(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  v1::DiagnosticsState state;
+  std::vector<std::string> rules;
+  if (!in || !state.ParseFromIstream(&in)) return rules;
+  for (const v1::SavedFinding& s : state.findings()) rules.push_back(s.finding().rule());
+  return rules;
+}
+
+// Findings are durable before their report is acknowledged: the callback ingest acks from runs
+// only once the state file holds what the report opened.
+TEST(DiagnosticsService, AReportsCallbackRunsOnceTheFindingItOpenedIsSaved) {
+  const std::string dir = testing::MakeTempDir("diagnostics-saved");
+  NodeStore store(10min);
+  DiagnosticsOptions options;
+  options.state_file = dir + "/findings.state";
+  DiagnosticsService diagnostics(options, store);
+  ASSERT_TRUE(diagnostics.saves_findings());
+  diagnostics.Start();
+  std::promise<std::pair<bool, std::vector<std::string>>> seen;
+  const auto report = XidReport("n1", 1);
+  const ApplyResult applied = store.Apply(report, Clock::now());
+  ASSERT_TRUE(diagnostics.OnReport(report, applied.index, [&](bool saved) {
+    seen.set_value({saved, SavedRules(options.state_file)});
+  }));
+  auto future = seen.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
+  const auto [saved, rules] = future.get();
+  EXPECT_TRUE(saved);
+  EXPECT_EQ(rules, std::vector<std::string>{"xid_error"}) << "called before the save";
+  std::filesystem::remove_all(dir);
+}
+
+// A state file that cannot be written holds the callbacks (and so the acks) until a save works,
+// and the last ones are told at Stop that their findings were not saved.
+TEST(DiagnosticsService, CallbacksWaitWhileTheStateCannotBeSavedAndHearFalseAtStop) {
+  const std::string dir = testing::MakeTempDir("diagnostics-unsaved");
+  NodeStore store(10min);
+  DiagnosticsOptions options;
+  options.state_file = dir + "/missing/findings.state";  // its directory does not exist yet
+  std::atomic<int> saved{0};
+  std::atomic<int> unsaved{0};
+  const auto count = [&](bool ok) { ++(ok ? saved : unsaved); };
+  {
+    DiagnosticsService diagnostics(options, store);
+    diagnostics.Start();
+    const auto first = XidReport("n1", 1);
+    ASSERT_TRUE(diagnostics.OnReport(first, store.Apply(first, Clock::now()).index, count));
+    // processed() counts a report after its callback ran, or after it was held.
+    ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 1; }, 10s));
+    EXPECT_EQ(saved + unsaved, 0) << "acknowledged with its finding unsaved";
+    // A later report that changes nothing waits behind the unsaved change too.
+    const auto second = Report("n1", 2);
+    ASSERT_TRUE(diagnostics.OnReport(second, store.Apply(second, Clock::now()).index, count));
+    ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 2; }, 10s));
+    EXPECT_EQ(saved + unsaved, 0);
+    // The directory appears: the next try (within a second) saves, and both are settled.
+    std::filesystem::create_directory(dir + "/missing");
+    ASSERT_TRUE(WaitFor([&] { return saved == 2; }, 10s));
+    EXPECT_EQ(SavedRules(options.state_file), std::vector<std::string>{"xid_error"});
+
+    std::filesystem::remove_all(dir + "/missing");
+    const auto third = XidReport("n2", 1);
+    ASSERT_TRUE(diagnostics.OnReport(third, store.Apply(third, Clock::now()).index, count));
+    ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 3; }, 10s));
+    EXPECT_EQ(unsaved, 0);
+  }  // Stop
+  EXPECT_EQ(saved, 2);
+  EXPECT_EQ(unsaved, 1) << "Stop must tell the held callback its finding was not saved";
+  std::filesystem::remove_all(dir);
+}
 
 TEST(DiagnosticsService, FullQueueDropsReportsAndCountsThem) {
   NodeStore store(10min);

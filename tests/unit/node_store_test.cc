@@ -41,6 +41,41 @@ TEST(NodeStore, ResentReportsAreDuplicates) {
   EXPECT_EQ(store.Snapshot(kT0)[0].report->sequence(), 5u);
 }
 
+// A full recording disk: reports past a stream's read-ahead are shown, not applied; sent again
+// once the recording works, they are applied for the record only, and the newer report shown
+// stays the node's latest until the last one shown is recorded too.
+TEST(NodeStore, ReportsShownWhileTheRecordingFailsAreRecordedOnceWhenSentAgain) {
+  NodeStore store(minutes(10));
+  ASSERT_EQ(store.Apply(Report("a", "i1", 1), kT0).outcome, ApplyOutcome::kApplied);
+  EXPECT_EQ(store.Show(Report("a", "i1", 1), kT0).outcome, ApplyOutcome::kDuplicate);
+  ASSERT_EQ(store.Show(Report("a", "i1", 2), kT0).outcome, ApplyOutcome::kApplied);
+  ASSERT_EQ(store.Show(Report("a", "i1", 3), kT0).outcome, ApplyOutcome::kApplied);
+  EXPECT_EQ(store.Show(Report("a", "i1", 3), kT0).outcome, ApplyOutcome::kDuplicate);
+  auto snap = store.Snapshot(kT0);
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_EQ(snap[0].report->sequence(), 3u);
+  EXPECT_TRUE(snap[0].unrecorded);
+
+  // Sent again: applied (to be recorded and acknowledged), but nothing shown changes.
+  const ApplyResult second = store.Apply(Report("a", "i1", 2), kT0);
+  EXPECT_EQ(second.outcome, ApplyOutcome::kApplied);
+  EXPECT_TRUE(second.shown_before);
+  snap = store.Snapshot(kT0);
+  EXPECT_EQ(snap[0].report->sequence(), 3u);
+  EXPECT_TRUE(snap[0].unrecorded);
+  const ApplyResult third = store.Apply(Report("a", "i1", 3), kT0);
+  EXPECT_TRUE(third.shown_before);
+  snap = store.Snapshot(kT0);
+  EXPECT_EQ(snap[0].report->sequence(), 3u);
+  EXPECT_FALSE(snap[0].unrecorded);
+  // Each was applied once: a third copy is a duplicate, and the next report is new.
+  EXPECT_EQ(store.Apply(Report("a", "i1", 3), kT0).outcome, ApplyOutcome::kDuplicate);
+  const ApplyResult next = store.Apply(Report("a", "i1", 4), kT0);
+  EXPECT_EQ(next.outcome, ApplyOutcome::kApplied);
+  EXPECT_FALSE(next.shown_before);
+  EXPECT_EQ(store.Snapshot(kT0)[0].report->sequence(), 4u);
+}
+
 TEST(NodeStore, ARestartedAgentStartsAFreshSequence) {
   NodeStore store(minutes(10));
   ASSERT_EQ(store.Apply(Report("a", "old", 500), kT0).outcome, ApplyOutcome::kApplied);
