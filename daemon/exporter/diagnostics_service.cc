@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <future>
 
 #include "proto/time_format.h"
 #include "recording/file_io.h"
@@ -90,6 +91,11 @@ void DiagnosticsService::Stop() {
   }
   queue_cv_.notify_one();
   if (worker_.joinable()) worker_.join();
+  // The callbacks the worker handed over run before Stop returns: they reach into the streams,
+  // which may go away after it.
+  std::promise<void> drained;
+  notifier_.Schedule(TimerQueue::SteadyClock::now(), [&drained] { drained.set_value(); });
+  drained.get_future().wait();
 }
 
 std::string DiagnosticsService::Describe() const {
@@ -119,30 +125,33 @@ void DiagnosticsService::Reconfigure(diagnostics::Config config, std::string con
   Publish(changes, flush);
 }
 
-bool DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index,
-                                  SavedFn on_saved, bool unrecorded) {
+uint64_t DiagnosticsService::OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index,
+                                      bool unrecorded) {
+  uint64_t ticket = 0;
   {
     std::lock_guard lock(queue_mu_);
     if (stopping_ || queue_.size() >= options_.queue_capacity) {
       ++dropped_;
-      return false;
+      return 0;
     }
-    queue_.push_back({std::move(report), index, std::move(on_saved), unrecorded});
+    ticket = ++tickets_;
+    queue_.push_back({std::move(report), index, ticket, unrecorded});
   }
   queue_cv_.notify_one();
-  return true;
+  return ticket;
 }
 
-bool DiagnosticsService::AfterSaved(SavedFn on_saved) {
-  if (!saves_findings()) return false;
-  {
-    std::lock_guard lock(queue_mu_);
-    // A barrier is never dropped for a full queue: it holds no report.
-    if (stopping_) return false;
-    queue_.push_back({nullptr, 0, std::move(on_saved)});
-  }
-  queue_cv_.notify_one();
-  return true;
+uint64_t DiagnosticsService::LastTicket() const {
+  std::lock_guard lock(queue_mu_);
+  return tickets_;
+}
+
+DiagnosticsService::Settle DiagnosticsService::CallWhenSettled(uint64_t ticket, SettledFn done) {
+  std::lock_guard lock(waiters_mu_);
+  if (settled_.load(std::memory_order_acquire) >= ticket) return Settle::kSettled;
+  if (waiters_closed_) return Settle::kNeverSaved;
+  waiters_.emplace(ticket, std::move(done));
+  return Settle::kWaiting;
 }
 
 size_t DiagnosticsService::RestoreState() {
@@ -172,13 +181,16 @@ size_t DiagnosticsService::RestoreState() {
 }
 
 std::optional<std::string> DiagnosticsService::StateToSaveLocked(Clock::time_point now,
-                                                                 bool findings_changed) {
+                                                                 bool findings_changed,
+                                                                 Clock::time_point* next) {
   if (options_.state_file.empty() || !engine_) return std::nullopt;
   state_dirty_ = state_dirty_ || findings_changed;
-  // A change is saved at once: the reports that made it wait for it to be acknowledged. While
-  // saving fails it is tried again once a second, not on every batch.
-  const bool changed =
-      state_dirty_ && (!save_failing_ || now - last_save_ >= std::chrono::seconds(1));
+  // A change is saved soon: the reports that made it wait for it to be acknowledged. While
+  // saving fails it is tried again once a second.
+  const auto interval =
+      save_failing_ ? std::chrono::milliseconds(1000) : options_.state_save_interval;
+  const bool changed = state_dirty_ && now - last_save_ >= interval;
+  if (state_dirty_ && !changed) *next = std::min(*next, last_save_ + interval);
   // While findings are open their rules' latches move on (a second XID): saved now and then.
   const bool refresh = now - last_save_ >= std::chrono::seconds(10) && engine_->HasOpenFindings();
   if (!changed && !refresh) return std::nullopt;
@@ -224,15 +236,18 @@ void DiagnosticsService::Run() {
   std::vector<Queued> batch;
   std::vector<Change> changes;
   std::vector<std::shared_ptr<Watcher>> flush;
-  std::vector<SavedFn> settled;
+  std::vector<SettledFn> settled;
+  std::vector<SettledFn> unsaved;
+  // When a change not yet saved is due to be (sooner than the once-a-second wake-up).
+  Clock::time_point next_look = Clock::time_point::max();
   for (;;) {
     bool stop = false;
     {
       std::unique_lock lock(queue_mu_);
       // Without reports, silent nodes must still close their findings (and a failed save be
       // tried again): wake once a second.
-      queue_cv_.wait_for(lock, std::chrono::seconds(1),
-                         [&] { return stopping_ || !queue_.empty(); });
+      queue_cv_.wait_until(lock, std::min(next_look, Clock::now() + std::chrono::seconds(1)),
+                           [&] { return stopping_ || !queue_.empty(); });
       while (!queue_.empty() && batch.size() < kMaxBatch) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
@@ -245,10 +260,8 @@ void DiagnosticsService::Run() {
       ProcessLocked(batch, changes, flush);
       // At the end, whatever is due: a restart begins from the state at shutdown.
       if (stop) last_save_ = {};
-      state = StateToSaveLocked(Clock::now(), !changes.empty() || stop);
-    }
-    for (Queued& q : batch) {
-      if (q.on_saved) unsaved_.push_back(std::move(q.on_saved));
+      next_look = Clock::time_point::max();
+      state = StateToSaveLocked(Clock::now(), !changes.empty() || stop, &next_look);
     }
     bool saved = true;
     if (state && !WriteState(*state)) {
@@ -262,14 +275,33 @@ void DiagnosticsService::Run() {
     }
     Publish(changes, flush);
     // The reports diagnosed so far may be acknowledged: what they changed is on disk. At the
-    // end, those whose changes could not be saved are told so.
-    if (saved || stop) settled.swap(unsaved_);
-    for (SavedFn& done : settled) done(saved);
-    // After the callbacks: a report counted processed had its callback run, or it waits.
-    processed_ += static_cast<uint64_t>(
-        std::count_if(batch.begin(), batch.end(), [](const Queued& q) { return q.report; }));
+    // end, the acks still waiting are told that it is not.
+    if (!batch.empty()) processed_ticket_ = batch.back().ticket;
+    {
+      std::lock_guard lock(waiters_mu_);
+      if (saved) settled_.store(processed_ticket_, std::memory_order_release);
+      const uint64_t upto = settled_.load(std::memory_order_relaxed);
+      while (!waiters_.empty() && waiters_.begin()->first <= upto) {
+        settled.push_back(std::move(waiters_.begin()->second));
+        waiters_.erase(waiters_.begin());
+      }
+      if (stop) {
+        waiters_closed_ = true;
+        for (auto& [ticket, done] : waiters_) unsaved.push_back(std::move(done));
+        waiters_.clear();
+      }
+    }
+    if (!settled.empty() || !unsaved.empty()) {
+      notifier_.Schedule(TimerQueue::SteadyClock::now(),
+                         [settled = std::move(settled), unsaved = std::move(unsaved)] {
+                           for (const SettledFn& done : settled) done(true);
+                           for (const SettledFn& done : unsaved) done(false);
+                         });
+    }
+    processed_ += batch.size();
     // Let the reports, watchers and callbacks go now, not after the next wait.
     settled.clear();
+    unsaved.clear();
     batch.clear();
     changes.clear();
     flush.clear();
@@ -281,7 +313,6 @@ void DiagnosticsService::ProcessLocked(const std::vector<Queued>& batch,
                                        std::vector<Change>& changes,
                                        std::vector<std::shared_ptr<Watcher>>& flush) {
   for (const Queued& q : batch) {
-    if (!q.report) continue;  // AfterSaved's barrier
     if (engine_) {
       engine_->Process(*q.report);
       engine_nodes_.insert(q.report->node());

@@ -4,9 +4,12 @@
 //
 // Ingest only hands the applied report (the pointer the node store keeps, no copy) to a bounded
 // queue and returns. One worker thread runs the rules and fans reports and findings out to the
-// Watch clients, whose own bounded queues never block it. With a state file (a recording), a
-// report's callback runs once the findings it opened, escalated or closed are saved there: ingest
-// acknowledges the report only then, so a kill -9 at any moment loses no acknowledged finding. A
+// Watch clients, whose own bounded queues never block it. With a state file (a recording), each
+// queued report gets a ticket, and the tickets up to settled() are diagnosed with what they
+// changed saved there: ingest acknowledges a report only then, so a kill -9 at any moment loses no
+// acknowledged finding. The ticket is compared when the recorder is done with the report (the
+// worker is usually ahead by then); only an ack still waiting registers a callback
+// (CallWhenSettled), so the worker never takes a stream's lock for the common case. A
 // full queue drops the report for diagnostics and Watch (counted), never slowing ingest. Scrapes
 // read a snapshot the worker swaps in under a short lock, never waiting on the rules. The latest
 // report of each node is the node store's: there is no second copy here.
@@ -33,6 +36,7 @@
 #include "accelmon/v1/telemetry.pb.h"
 #include "daemon/exporter/node_store.h"
 #include "daemon/exporter/report_validator.h"
+#include "daemon/exporter/timer_queue.h"
 #include "diagnostics/engine.h"
 
 namespace accelmon {
@@ -48,10 +52,12 @@ struct DiagnosticsOptions {
   // Watch (counted), so a stalled worker costs ingest nothing and memory at most this many.
   size_t queue_capacity = 1024;
   // Where the open findings are kept across restarts (`findings.state` beside the recording):
-  // rewritten (synced) after each batch of reports that changed a finding, before those reports'
-  // callbacks run; every 10 s while any is open (the rules' latches move on); and at Stop. Empty:
-  // not kept.
+  // rewritten (synced) after reports changed a finding, before those reports settle; every 10 s
+  // while any is open (the rules' latches move on); and at Stop. Empty: not kept.
   std::string state_file{};
+  // Group commit of those rewrites: at most one this often (a flapping finding must not cost a
+  // sync per report). The exporter passes the recording's sync interval: acks wait for both.
+  std::chrono::milliseconds state_save_interval{100};
 };
 
 // One event for Watch clients: a report or a finding (opened, escalated or closed).
@@ -125,24 +131,28 @@ class DiagnosticsService {
   // Processes what is queued, then ends the worker. Reports handed over later are dropped.
   void Stop();
 
-  // Runs on the worker thread, without the service's locks, once a report was diagnosed and
-  // what it changed is in the state file (true), or when the service stopped before that could
-  // be saved (false). Must not block.
-  using SavedFn = std::function<void(bool saved)>;
-
   // For every applied report (not duplicates or rejects), with the index the store gave it
-  // (ApplyResult::index). Never blocks: queues the report for the worker, or drops and counts it
-  // when the queue is full or the worker stopped (returns false, and `on_saved` is never
-  // called). The report must not change afterwards (it is shared with the store and Watch
-  // queues). `on_saved` (may be empty) runs once, as SavedFn says; while the state file cannot
-  // be written it waits, and so does every later one.
-  // `unrecorded`: shown while the recording fails (NodeStore::Show), so marked for Watch.
-  bool OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index,
-                SavedFn on_saved = nullptr, bool unrecorded = false);
-  // `on_saved` runs, as OnReport's, once every report queued before it is diagnosed and what it
-  // changed is saved (for a report recorded now that was diagnosed when shown, unrecorded).
-  // Returns false (and never calls it) when findings are not saved or the service stopped.
-  bool AfterSaved(SavedFn on_saved);
+  // (ApplyResult::index). Never blocks: queues the report for the worker and returns its ticket,
+  // or drops and counts it when the queue is full or the worker stopped (returns 0). The report
+  // must not change afterwards (it is shared with the store and Watch queues). `unrecorded`:
+  // shown while the recording fails (NodeStore::Show), so marked for Watch.
+  uint64_t OnReport(std::shared_ptr<const v1::NodeReport> report, uint64_t index,
+                    bool unrecorded = false);
+  // The ticket of the last report queued: settled once everything queued so far is (for a
+  // report recorded now that was diagnosed when it was shown).
+  uint64_t LastTicket() const;
+  // Every ticket up to this one is diagnosed, and what it changed saved (with a state file).
+  // Waits while the state file cannot be written.
+  uint64_t settled() const { return settled_.load(std::memory_order_acquire); }
+
+  // Runs on a thread of its own, without the service's locks, once `ticket` is settled (true),
+  // or when the service stopped before its changes could be saved (false): the worker only hands
+  // them over, never waiting for a stream's lock. Must not block.
+  using SettledFn = std::function<void(bool saved)>;
+  enum class Settle { kSettled, kWaiting, kNeverSaved };
+  // Registers `done` for `ticket` (kWaiting); kSettled when it is settled already, kNeverSaved
+  // when the worker ended without saving it (in both `done` is dropped, never called).
+  Settle CallWhenSettled(uint64_t ticket, SettledFn done);
 
   // Whether findings are saved (diagnostics on, with a state file): only then is OnReport's
   // callback worth waiting for.
@@ -186,8 +196,8 @@ class DiagnosticsService {
   // One applied report waiting for the worker.
   struct Queued {
     std::shared_ptr<const v1::NodeReport> report;
-    uint64_t index = 0;  // with a report; a null report is AfterSaved's barrier
-    SavedFn on_saved{};
+    uint64_t index = 0;
+    uint64_t ticket = 0;
     bool unrecorded = false;
   };
   // What Metrics() serves besides the counters: rebuilt by the worker when findings change.
@@ -213,8 +223,10 @@ class DiagnosticsService {
   // snapshot of them.
   void SwapSnapshotLocked(bool findings_changed);
   // With mu_ held: the open findings to save (serialised), when a save is due (findings changed
-  // and are not saved yet, or the 10 s refresh); nullopt when not.
-  std::optional<std::string> StateToSaveLocked(Clock::time_point now, bool findings_changed);
+  // and are not saved yet, state_save_interval after the last save; or the 10 s refresh);
+  // nullopt when not. `*next` becomes when the worker must look again for a change not saved.
+  std::optional<std::string> StateToSaveLocked(Clock::time_point now, bool findings_changed,
+                                               Clock::time_point* next);
   // Without mu_: writes `state` to state_file (a temporary file, synced and renamed); false
   // when that failed (logged once until a save works).
   bool WriteState(const std::string& state);
@@ -227,7 +239,7 @@ class DiagnosticsService {
   std::string config_file_;  // with mu_; options_.config_file until a reload
 
   // The hand-off from ingest to the worker.
-  std::mutex queue_mu_;
+  mutable std::mutex queue_mu_;
   std::condition_variable queue_cv_;
   std::deque<Queued> queue_;
   bool stopping_ = false;
@@ -245,9 +257,16 @@ class DiagnosticsService {
   bool state_dirty_ = false;       // findings changed since the last save
   Clock::time_point last_save_{};  // with mu_
   bool save_failing_ = false;      // the worker's: logged once until a save works
-  // The worker's: callbacks of diagnosed reports, waiting for the state file to hold what they
-  // changed (a failing save holds them, and all after them, until one works).
-  std::vector<SavedFn> unsaved_;
+  // Tickets: handed out under queue_mu_; settled_ advanced by the worker under waiters_mu_, where
+  // the acks still waiting for it are kept by ticket.
+  uint64_t tickets_ = 0;
+  uint64_t processed_ticket_ = 0;  // the worker's: the last ticket it diagnosed
+  std::atomic<uint64_t> settled_{0};
+  std::mutex waiters_mu_;
+  std::multimap<uint64_t, SettledFn> waiters_;
+  bool waiters_closed_ = false;  // with waiters_mu_: the worker ended
+  // Runs the settled waiters, a batch at a time.
+  TimerQueue notifier_;
 
   // For scrapes: swapped under its own short lock.
   mutable std::mutex snapshot_mu_;

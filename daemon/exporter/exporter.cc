@@ -44,6 +44,8 @@ void Exporter::Start() {
                                  .config_file = options_.diagnostics_config_file};
   if (options_.recording) {
     diagnostics.state_file = options_.recording->recording.dir + "/" + kFindingsStateFile;
+    // Acks wait for the recording's sync and the findings' save: the same group commit for both.
+    diagnostics.state_save_interval = options_.recording->sync_interval;
   }
   diagnostics_ = std::make_unique<DiagnosticsService>(std::move(diagnostics), store_);
   // Before any report: the recording's state first (nodes, open findings, dedup watermarks).

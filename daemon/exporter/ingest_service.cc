@@ -129,33 +129,24 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       MaybeFinishLocked();
       return;
     }
-    // The callbacks below find their ack by this id; they run on other threads, which wait for
-    // our lock, so the ack is queued before any of them can look.
-    const uint64_t id = ++last_record_id_;
-    DiagnosticsService::SavedFn on_saved;
-    if (service_.acks_wait_for_findings()) {
-      on_saved = [this, id](bool saved) { OnSettled(id, saved, "saving the findings"); };
-    }
-    bool awaits_saved = false;
-    const v1::Ack ack = unparseable.empty() ? service_.Handle(request_, peer_, dropped,
-                                                              std::move(on_saved), &awaits_saved)
-                                            : service_.Reject(*request_, unparseable, peer_);
+    uint64_t findings_ticket = 0;
+    const v1::Ack ack = unparseable.empty()
+                            ? service_.Handle(request_, peer_, dropped, &findings_ticket)
+                            : service_.Reject(*request_, unparseable, peer_);
     if (node_.empty() && ack.status() != v1::Ack::STATUS_REJECTED) node_ = request_->node();
     QueuedAck& queued = acks_.emplace_back();
-    queued.record_id = id;
     bool own = false;
     grpc::SerializationTraits<v1::Ack>::Serialize(ack, &queued.buffer, &own);
-    if (awaits_saved) {
-      // Acknowledged once the findings it opened, escalated or closed are saved too: a kill -9
-      // after the ack loses none of them.
-      ++queued.waits;
-      ++records_pending_;
-    }
     const bool applied = ack.status() == v1::Ack::STATUS_APPLIED;
     const bool to_record =
         (applied || ack.status() == v1::Ack::STATUS_DUPLICATE) && service_.recorder() != nullptr;
-    if (awaits_saved || to_record) ++stats_.acks_waiting;
     if (to_record) {
+      // The callback finds its ack by this id. Acknowledged once the findings the report opened,
+      // escalated or closed are saved too (OnSettled): a kill -9 after the ack loses none.
+      const uint64_t id = ++last_record_id_;
+      queued.record_id = id;
+      queued.findings_ticket = findings_ticket;
+      ++stats_.acks_waiting;
       // Acknowledged once recorded; a duplicate once everything before it is (its first copy
       // may still be waiting for a disk that is full). The callback may run inside Append (a
       // stopped recorder): the ack is queued first, and the mutex is recursive.
@@ -311,6 +302,22 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     --records_pending_;
     for (auto it = acks_.begin(); it != acks_.end(); ++it) {
       if (it->record_id != record_id) continue;
+      if (ok && it->findings_ticket != 0) {
+        // Recorded: what it changed in the findings must be saved too. The diagnostics worker
+        // is usually past it by now; else it calls back once it is.
+        const uint64_t ticket = std::exchange(it->findings_ticket, 0);
+        const auto settle = service_.diagnostics()->CallWhenSettled(
+            ticket,
+            [this, record_id](bool saved) { OnSettled(record_id, saved, "saving the findings"); });
+        if (settle == DiagnosticsService::Settle::kWaiting) {
+          ++records_pending_;
+          break;
+        }
+        if (settle == DiagnosticsService::Settle::kNeverSaved) {
+          ok = false;
+          what = "saving the findings";
+        }
+      }
       if (ok) {
         if (--it->waits == 0) --stats_.acks_waiting;
       } else {
@@ -427,8 +434,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   // One ack to send, in the order the reports were read.
   struct QueuedAck {
     grpc::ByteBuffer buffer;
-    int waits = 0;           // OnSettled() calls still to come: recording, saving the findings
-    uint64_t record_id = 0;  // which OnSettled() calls are for it
+    int waits = 0;                 // 1 while its report is being recorded or its findings saved
+    uint64_t record_id = 0;        // which OnSettled() calls are for it
+    uint64_t findings_ticket = 0;  // DiagnosticsService's, to be settled after the recording
     bool ready() const { return waits == 0; }
   };
 
@@ -466,9 +474,9 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* IngestService::Stre
 }
 
 v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared, const std::string& peer,
-                              const Dropped& dropped, DiagnosticsService::SavedFn on_saved,
-                              bool* awaits_saved) {
-  if (awaits_saved != nullptr) *awaits_saved = false;
+                              const Dropped& dropped, uint64_t* findings_ticket) {
+  if (findings_ticket != nullptr) *findings_ticket = 0;
+  const bool saves_findings = findings_ticket != nullptr && acks_wait_for_findings();
   const v1::NodeReport& report = *shared;
   v1::Ack ack;
   ack.set_sequence(report.sequence());
@@ -484,15 +492,11 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared, cons
       // for the diagnostics worker (or dropped and counted when it is behind): never waits.
       if (result.shown_before) {
         // Diagnosed and watched when it was shown: recorded now, its ack waits only for what
-        // that changed to be saved.
-        if (on_saved && awaits_saved != nullptr) {
-          *awaits_saved = diagnostics_->AfterSaved(std::move(on_saved));
-        }
+        // that changed to be saved (everything queued so far).
+        if (saves_findings) *findings_ticket = diagnostics_->LastTicket();
       } else if (diagnosed) {
-        const bool on_saved_given = static_cast<bool>(on_saved);
-        const bool queued =
-            diagnostics_->OnReport(std::move(diagnosed), result.index, std::move(on_saved));
-        if (awaits_saved != nullptr) *awaits_saved = queued && on_saved_given;
+        const uint64_t ticket = diagnostics_->OnReport(std::move(diagnosed), result.index);
+        if (saves_findings) *findings_ticket = ticket;
       }
       // One line per report for exactly-once checks; spdlog formats nothing unless debug is on.
       spdlog::debug("applied node={} instance={} seq={}", report.node(), report.agent_instance_id(),
@@ -501,6 +505,8 @@ v1::Ack IngestService::Handle(std::shared_ptr<const v1::NodeReport> shared, cons
     case ApplyOutcome::kDuplicate:
       ++stats_.reports_duplicate;
       ack.set_status(v1::Ack::STATUS_DUPLICATE);
+      // Its first copy's findings may still be on their way to disk, as its recording may.
+      if (saves_findings) *findings_ticket = diagnostics_->LastTicket();
       spdlog::debug("duplicate node={} instance={} seq={}", report.node(),
                     report.agent_instance_id(), report.sequence());
       break;
@@ -517,7 +523,7 @@ void IngestService::Show(std::shared_ptr<const v1::NodeReport> shared, const std
   switch (result.outcome) {
     case ApplyOutcome::kApplied:
       ++stats_.reports_unrecorded;
-      if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), result.index, nullptr, true);
+      if (diagnosed) diagnostics_->OnReport(std::move(diagnosed), result.index, true);
       spdlog::debug("shown node={} instance={} seq={}", report.node(), report.agent_instance_id(),
                     report.sequence());
       break;

@@ -45,15 +45,15 @@ class IngestService final : public v1::Ingest::WithRawCallbackMethod_Stream<v1::
   // Every applied report is also handed to diagnostics (null: none), which queues it for its own
   // thread. Set before serving.
   void set_diagnostics(DiagnosticsService* diagnostics) { diagnostics_ = diagnostics; }
+  DiagnosticsService* diagnostics() const { return diagnostics_; }
 
   // Applies one report and says how (shared by every stream).
   // The store keeps `report` as the node's latest: the caller must not change it afterwards.
   // `dropped`: what Trim took out of it, counted (and logged once per node) when it is applied.
-  // `on_saved`, for an applied report when diagnostics saves findings: handed to diagnostics
-  // (DiagnosticsService::OnReport); `*awaits_saved` says whether it will run.
+  // `*findings_ticket`, when acks wait for findings (acks_wait_for_findings): the diagnostics
+  // ticket (DiagnosticsService::settled) its ack waits for besides the recording; 0: none.
   v1::Ack Handle(std::shared_ptr<const v1::NodeReport> report, const std::string& peer,
-                 const Dropped& dropped = {}, DiagnosticsService::SavedFn on_saved = nullptr,
-                 bool* awaits_saved = nullptr);
+                 const Dropped& dropped = {}, uint64_t* findings_ticket = nullptr);
   // Whether an applied report's ack must also wait for diagnostics to save the findings it
   // changed: with a recorder (acks wait for the disk anyway) and findings saved beside it.
   bool acks_wait_for_findings() const {

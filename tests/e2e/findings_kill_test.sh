@@ -44,6 +44,8 @@ metrics=http://127.0.0.1:$web_port/metrics
 
 start agent agent --exporter.address "127.0.0.1:$grpc_port" --node.name kill-node --sim 4 \
   --collect.interval 100ms --sim.scenario "$WORK/scenario.yaml" --spool.dir "$WORK/spool"
+# A paused agent would ignore cleanup's SIGTERM, and its wait would never end.
+trap 'kill -CONT "$agent_PID" 2>/dev/null || true; cleanup' EXIT
 wait_for_metric "$metrics" '^accelmon_diagnosis_active\{rule="link_down"' 30
 
 # quiet: the paused agent's reports are all read, applied, diagnosed and acknowledged (none
@@ -63,11 +65,13 @@ quiet() {
 }
 # findings FILE: what the exporter shows, as sorted lines: Watch's initial state (rule, node,
 # device, severity, start) and /metrics' accelmon_diagnosis_active (every label).
+body=""
+scraped() { body=$(scrape "$metrics"); }
 findings() {
   "${WATCH[@]}" "127.0.0.1:$grpc_port" 0.5 | sed 's/^/watch /' | sort >"$1" ||
     fail "Watch failed"
-  scrape "$metrics" | grep '^accelmon_diagnosis_active{' | sed 's/^/metrics /' | sort >>"$1" ||
-    true
+  wait_until 10 "a scrape of $metrics" scraped
+  { grep '^accelmon_diagnosis_active{' <<<"$body" || true; } | sed 's/^/metrics /' | sort >>"$1"
 }
 
 kills=20

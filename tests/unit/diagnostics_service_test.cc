@@ -45,7 +45,7 @@ bool Ingest(NodeStore& store, DiagnosticsService& diagnostics,
             std::shared_ptr<const v1::NodeReport> report) {
   const ApplyResult result = store.Apply(report, Clock::now());
   EXPECT_EQ(result.outcome, ApplyOutcome::kApplied) << result.reason;
-  return diagnostics.OnReport(std::move(report), result.index);
+  return diagnostics.OnReport(std::move(report), result.index) != 0;
 }
 
 // Keeps what it is pushed: "R<seq>" for a report, "i" appended for the initial state.
@@ -109,33 +109,41 @@ std::vector<std::string> SavedRules(const std::string& path) {
   return rules;
 }
 
-// Findings are durable before their report is acknowledged: the callback ingest acks from runs
-// only once the state file holds what the report opened.
-TEST(DiagnosticsService, AReportsCallbackRunsOnceTheFindingItOpenedIsSaved) {
+// Findings are durable before their report is acknowledged: a report's ticket is settled (and
+// ingest acks it) only once the state file holds what the report opened.
+TEST(DiagnosticsService, AReportIsSettledOnlyOnceTheFindingItOpenedIsSaved) {
   const std::string dir = testing::MakeTempDir("diagnostics-saved");
   NodeStore store(10min);
   DiagnosticsOptions options;
   options.state_file = dir + "/findings.state";
   DiagnosticsService diagnostics(options, store);
   ASSERT_TRUE(diagnostics.saves_findings());
-  diagnostics.Start();
-  std::promise<std::pair<bool, std::vector<std::string>>> seen;
   const auto report = XidReport("n1", 1);
-  const ApplyResult applied = store.Apply(report, Clock::now());
-  ASSERT_TRUE(diagnostics.OnReport(report, applied.index, [&](bool saved) {
-    seen.set_value({saved, SavedRules(options.state_file)});
-  }));
+  const uint64_t ticket = diagnostics.OnReport(report, store.Apply(report, Clock::now()).index);
+  ASSERT_NE(ticket, 0u);
+  std::promise<std::pair<bool, std::vector<std::string>>> seen;
+  // Not started: nothing is settled yet, so the callback waits.
+  ASSERT_EQ(diagnostics.CallWhenSettled(ticket,
+                                        [&](bool saved) {
+                                          seen.set_value({saved, SavedRules(options.state_file)});
+                                        }),
+            DiagnosticsService::Settle::kWaiting);
+  diagnostics.Start();
   auto future = seen.get_future();
   ASSERT_EQ(future.wait_for(10s), std::future_status::ready);
   const auto [saved, rules] = future.get();
   EXPECT_TRUE(saved);
-  EXPECT_EQ(rules, std::vector<std::string>{"xid_error"}) << "called before the save";
+  EXPECT_EQ(rules, std::vector<std::string>{"xid_error"}) << "settled before the save";
+  EXPECT_GE(diagnostics.settled(), ticket);
+  EXPECT_EQ(
+      diagnostics.CallWhenSettled(ticket, [](bool) { FAIL() << "called for a settled ticket"; }),
+      DiagnosticsService::Settle::kSettled);
   std::filesystem::remove_all(dir);
 }
 
-// A state file that cannot be written holds the callbacks (and so the acks) until a save works,
-// and the last ones are told at Stop that their findings were not saved.
-TEST(DiagnosticsService, CallbacksWaitWhileTheStateCannotBeSavedAndHearFalseAtStop) {
+// A state file that cannot be written holds every later ticket unsettled (and so the acks) until
+// a save works; at Stop the callbacks still waiting hear that their findings were not saved.
+TEST(DiagnosticsService, TicketsWaitWhileTheStateCannotBeSavedAndHearFalseAtStop) {
   const std::string dir = testing::MakeTempDir("diagnostics-unsaved");
   NodeStore store(10min);
   DiagnosticsOptions options;
@@ -143,32 +151,33 @@ TEST(DiagnosticsService, CallbacksWaitWhileTheStateCannotBeSavedAndHearFalseAtSt
   std::atomic<int> saved{0};
   std::atomic<int> unsaved{0};
   const auto count = [&](bool ok) { ++(ok ? saved : unsaved); };
-  {
-    DiagnosticsService diagnostics(options, store);
-    diagnostics.Start();
-    const auto first = XidReport("n1", 1);
-    ASSERT_TRUE(diagnostics.OnReport(first, store.Apply(first, Clock::now()).index, count));
-    // processed() counts a report after its callback ran, or after it was held.
-    ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 1; }, 10s));
-    EXPECT_EQ(saved + unsaved, 0) << "acknowledged with its finding unsaved";
-    // A later report that changes nothing waits behind the unsaved change too.
-    const auto second = Report("n1", 2);
-    ASSERT_TRUE(diagnostics.OnReport(second, store.Apply(second, Clock::now()).index, count));
-    ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 2; }, 10s));
-    EXPECT_EQ(saved + unsaved, 0);
-    // The directory appears: the next try (within a second) saves, and both are settled.
-    std::filesystem::create_directory(dir + "/missing");
-    ASSERT_TRUE(WaitFor([&] { return saved == 2; }, 10s));
-    EXPECT_EQ(SavedRules(options.state_file), std::vector<std::string>{"xid_error"});
+  DiagnosticsService diagnostics(options, store);
+  diagnostics.Start();
+  const auto first = XidReport("n1", 1);
+  const uint64_t t1 = diagnostics.OnReport(first, store.Apply(first, Clock::now()).index);
+  // processed() counts a report once its batch was saved, or found unsaveable.
+  ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 1; }, 10s));
+  EXPECT_LT(diagnostics.settled(), t1) << "settled with its finding unsaved";
+  ASSERT_EQ(diagnostics.CallWhenSettled(t1, count), DiagnosticsService::Settle::kWaiting);
+  // A later report that changes nothing waits behind the unsaved change too.
+  const auto second = Report("n1", 2);
+  const uint64_t t2 = diagnostics.OnReport(second, store.Apply(second, Clock::now()).index);
+  ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 2; }, 10s));
+  EXPECT_LT(diagnostics.settled(), t1);
+  // The directory appears: the next try (within a second) saves, and both are settled.
+  std::filesystem::create_directory(dir + "/missing");
+  ASSERT_TRUE(WaitFor([&] { return saved == 1 && diagnostics.settled() >= t2; }, 10s));
+  EXPECT_EQ(SavedRules(options.state_file), std::vector<std::string>{"xid_error"});
 
-    std::filesystem::remove_all(dir + "/missing");
-    const auto third = XidReport("n2", 1);
-    ASSERT_TRUE(diagnostics.OnReport(third, store.Apply(third, Clock::now()).index, count));
-    ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 3; }, 10s));
-    EXPECT_EQ(unsaved, 0);
-  }  // Stop
-  EXPECT_EQ(saved, 2);
-  EXPECT_EQ(unsaved, 1) << "Stop must tell the held callback its finding was not saved";
+  std::filesystem::remove_all(dir + "/missing");
+  const auto third = XidReport("n2", 1);
+  const uint64_t t3 = diagnostics.OnReport(third, store.Apply(third, Clock::now()).index);
+  ASSERT_TRUE(WaitFor([&] { return diagnostics.processed() == 3; }, 10s));
+  ASSERT_EQ(diagnostics.CallWhenSettled(t3, count), DiagnosticsService::Settle::kWaiting);
+  diagnostics.Stop();
+  EXPECT_EQ(saved, 1);
+  EXPECT_EQ(unsaved, 1) << "Stop must tell the waiting callback its finding was not saved";
+  EXPECT_EQ(diagnostics.CallWhenSettled(t3, count), DiagnosticsService::Settle::kNeverSaved);
   std::filesystem::remove_all(dir);
 }
 
