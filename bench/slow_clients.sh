@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # 1000 slow clients (a header byte a second, reconnecting when cut off) against /metrics, while
 # 50 scrapes are timed: the slowest says whether a scrape still gets through. Side by side in one
-# run: the exporter as shipped (civetweb, a thread per connection, --web.max-connections 2048),
-# the same with the old default of 256 threads (10 scrapes only: each waits up to the 10 s
+# run: the exporter as shipped (civetweb, a thread per connection, --web.max-connections 1024),
+# with 2048, with the old default of 256 threads (10 scrapes only: each waits up to the 10 s
 # --web.read-timeout), and node_exporter (Go's net/http on its netpoller: an event-loop server,
 # as a peer runs it).
 #   bench/slow_clients.sh [BUILD_DIR] [CLIENTS]
@@ -48,7 +48,7 @@ run() {
 
 echo "| server | slowest scrape (s) | failures (over 1 s, errors) | threads | RSS | slow_clients.py |"
 echo "| --- | --- | --- | --- | --- | --- |"
-for threads_flag in 2048 256; do
+for threads_flag in 1024 2048 256; do
   port=$(free_port)
   args=(exporter --web.listen-address "127.0.0.1:$port" --grpc.listen-address 127.0.0.1:0)
   args+=(--web.max-connections "$threads_flag")
