@@ -30,10 +30,9 @@ struct ExporterFlags {
   bool no_diagnostics = false;
   // What one HTTP client may hold (docs/security.md): a worker thread per connection, and the
   // time a request's header may take before the connection is closed.
-  // 1000 slow clients must not delay a scrape (bench/README.md, "Slow clients"): an idle thread
-  // costs about 20 KiB, and civetweb starts them all at once (0.2 s for 1024). standalone, on a
-  // node, keeps 256.
-  int web_max_connections = 1024;
+  // Each idle thread costs about 20 KiB, and civetweb starts them all with the server: 1000 slow
+  // clients want 1024 (bench/README.md, "Slow clients"; docs/security.md).
+  int web_max_connections = 256;
   std::string web_read_timeout = "10s";
   // POST /-/reload reloads the configuration (as Prometheus' flag); off: 403.
   bool web_enable_lifecycle = false;

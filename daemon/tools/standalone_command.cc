@@ -84,8 +84,6 @@ SubcommandRunner RegisterStandaloneCommand(CLI::App& app) {
   c->collectors.node_name = HostName();
   // In one process the ingest port only needs to be reachable from this host.
   c->exporter.grpc_listen = "127.0.0.1:0";
-  // On a node, a few local readers: the exporter's 1024 threads would be 15 MiB for nothing.
-  c->exporter.web_max_connections = 256;
   CLI::App* cmd = app.add_subcommand(
       "standalone", "Agent and exporter in one process on this host: the first thing to run");
   AddCollectorFlags(*cmd, c->collectors);

@@ -65,13 +65,21 @@ quiet() {
 }
 # findings FILE: what the exporter shows, as sorted lines: Watch's initial state (rule, node,
 # device, severity, start) and /metrics' accelmon_diagnosis_active (every label).
+# (the exporter is quiet meanwhile: the agent is paused). Watch's initial state must arrive
+# within the client's second, which a loaded machine may miss: asked again until it holds as many
+# findings as /metrics.
 body=""
 scraped() { body=$(scrape "$metrics"); }
-findings() {
-  "${WATCH[@]}" "127.0.0.1:$grpc_port" 0.5 | sed 's/^/watch /' | sort >"$1" ||
+watched() {
+  "${WATCH[@]}" "127.0.0.1:$grpc_port" 1 | sed 's/^/watch /' | sort >"$WORK/watch" ||
     fail "Watch failed"
+  [ "$(grep -c . "$WORK/watch" || true)" = "$(grep -c '^accelmon_diagnosis_active{' <<<"$body" || true)" ]
+}
+findings() {
   wait_until 10 "a scrape of $metrics" scraped
-  { grep '^accelmon_diagnosis_active{' <<<"$body" || true; } | sed 's/^/metrics /' | sort >>"$1"
+  wait_until 20 "Watch's initial state to hold what /metrics shows" watched
+  { cat "$WORK/watch"; { grep '^accelmon_diagnosis_active{' <<<"$body" || true; } |
+    sed 's/^/metrics /' | sort; } >"$1"
 }
 
 kills=20
