@@ -41,13 +41,8 @@ NodeStore::NodeStore(std::chrono::milliseconds expire_after, ValidationLimits li
     : expire_after_(expire_after), limits_(limits) {}
 
 ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
-  ValidationLimits limits;
-  {
-    std::lock_guard lock(mu_);
-    limits = limits_;
-  }
   // Outside the lock: it walks the whole report.
-  if (std::string reason = ValidateReport(*report, limits, now); !reason.empty()) {
+  if (std::string reason = ValidateReport(*report, this->limits(), now); !reason.empty()) {
     return {ApplyOutcome::kRejected, std::move(reason)};
   }
   // `report` is released (or, replacing the node's, takes the previous one) after the lock.
@@ -79,12 +74,8 @@ ApplyResult NodeStore::Apply(std::shared_ptr<const v1::NodeReport> report, Clock
 }
 
 ApplyResult NodeStore::Show(std::shared_ptr<const v1::NodeReport> report, Clock::time_point now) {
-  ValidationLimits limits;
-  {
-    std::lock_guard lock(mu_);
-    limits = limits_;
-  }
-  if (std::string reason = ValidateReport(*report, limits, now); !reason.empty()) {
+  // Outside the lock: it walks the whole report.
+  if (std::string reason = ValidateReport(*report, this->limits(), now); !reason.empty()) {
     return {ApplyOutcome::kRejected, std::move(reason)};
   }
   std::lock_guard lock(mu_);
