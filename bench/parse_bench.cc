@@ -10,8 +10,8 @@
 #include <chrono>
 #include <string>
 
+#include "daemon/clients/loadgen.h"
 #include "daemon/exporter/node_store.h"
-#include "daemon/tools/loadgen.h"
 #include "proto/time_format.h"
 
 namespace {

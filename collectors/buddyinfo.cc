@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -47,23 +46,6 @@ size_t ParseBuddyinfo(std::string_view text, v1::HostTelemetry& host) {
     *host.add_buddyinfo() = std::move(zone);
   });
   return malformed;
-}
-
-std::optional<double> UnusableFreeIndex(const v1::BuddyZone& zone, unsigned order) {
-  const auto& blocks = zone.free_blocks();
-  if (order >= static_cast<unsigned>(blocks.size())) return std::nullopt;
-  // In pages, as doubles: 2^i * k_i overflows uint64 for hostile input, and the ratio needs
-  // no more than double's precision.
-  double total = 0;
-  double unusable = 0;  // pages in blocks of order < `order`
-  for (int i = 0; i < blocks.size(); ++i) {
-    const double pages = std::ldexp(static_cast<double>(blocks[i]), i);
-    total += pages;
-    if (static_cast<unsigned>(i) < order) unusable += pages;
-  }
-  // Beyond ~1000 orders (hostile input only) the page count overflows even a double.
-  if (total == 0 || !std::isfinite(total)) return std::nullopt;
-  return unusable / total;
 }
 
 void BuddyinfoCollector::Collect(v1::NodeReport& report) {

@@ -17,12 +17,6 @@ namespace accelmon::collectors {
 // the number of skipped malformed lines; a malformed line adds nothing.
 size_t ParseBuddyinfo(std::string_view text, v1::HostTelemetry& host);
 
-// The unusable free space index F_u(order) of Gorman & Whitcroft, "The What, the Why and the Where
-// To of Anti-Fragmentation" (2006): the share of the zone's free pages that sit in blocks smaller
-// than 2^order pages and so cannot serve an allocation of that order. 0 = every free page could,
-// 1 = none could. nullopt when the zone has no free pages or `order` is beyond its orders.
-std::optional<double> UnusableFreeIndex(const v1::BuddyZone& zone, unsigned order);
-
 class BuddyinfoCollector final : public Collector {
  public:
   explicit BuddyinfoCollector(PathResolver paths) : paths_(std::move(paths)) {}

@@ -1,6 +1,6 @@
-# accelmon_forbid_link(FROM TO): fails the configure step when library FROM links library TO,
-# directly or through any library it links. This keeps the daemon's rooms apart
-# (daemon/CMakeLists.txt): e.g. the agent must never reach into the exporter's renderer.
+# accelmon_check_rooms(PAIRS): fails the configure step when, for any "FROM TO" of PAIRS
+# (daemon/rooms.cmake), library FROM links library TO, directly or through any library it links.
+# This keeps the rooms apart: e.g. the agent must never reach into the exporter's renderer.
 function(_accelmon_link_closure target out)
   set(seen "")
   set(queue ${target})
@@ -28,10 +28,23 @@ function(_accelmon_link_closure target out)
   set(${out} ${seen} PARENT_SCOPE)
 endfunction()
 
-function(accelmon_forbid_link from to)
-  _accelmon_link_closure(${from} closure)
-  if(to IN_LIST closure)
-    message(FATAL_ERROR "${from} links ${to}: the daemon's rooms must stay apart "
-                        "(daemon/CMakeLists.txt, docs/architecture.md)")
+function(accelmon_check_rooms pairs)
+  set(broken "")
+  foreach(pair IN LISTS pairs)
+    separate_arguments(pair UNIX_COMMAND "${pair}")
+    list(GET pair 0 from)
+    list(GET pair 1 to)
+    if(NOT TARGET ${from} OR NOT TARGET ${to})
+      message(FATAL_ERROR "daemon/rooms.cmake names ${from} or ${to}, which is no library")
+    endif()
+    _accelmon_link_closure(${from} closure)
+    if(to IN_LIST closure)
+      # Indented: CMake prints such lines as they are, one link a line.
+      string(APPEND broken "\n  ${from} links ${to}")
+    endif()
+  endforeach()
+  if(broken)
+    message(FATAL_ERROR "The rooms must stay apart (daemon/rooms.cmake, docs/development.md "
+                        "\"Layout and rooms\"):${broken}")
   endif()
 endfunction()

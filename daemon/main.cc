@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "daemon/agent/agent_command.h"
+#include "daemon/clients/loadgen_command.h"
+#include "daemon/clients/top_command.h"
 #include "daemon/common/config_file.h"
 #include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
@@ -17,13 +19,11 @@
 #include "daemon/common/subcommand.h"
 #include "daemon/common/version.h"
 #include "daemon/exporter/exporter_command.h"
+#include "daemon/standalone/standalone_command.h"
 #include "daemon/tools/config_commands.h"
 #include "daemon/tools/diagnose_command.h"
-#include "daemon/tools/loadgen_command.h"
 #include "daemon/tools/record_commands.h"
 #include "daemon/tools/simulate_command.h"
-#include "daemon/tools/standalone_command.h"
-#include "daemon/tools/top_command.h"
 
 namespace {
 

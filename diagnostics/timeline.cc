@@ -371,38 +371,6 @@ svg .span{fill:#f5c542;fill-opacity:.25}svg .span.critical{fill:#e0453a;fill-opa
 
 }  // namespace
 
-std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 void SortFindings(std::vector<v1::Finding>& findings) {
   std::stable_sort(findings.begin(), findings.end(), [](const auto& a, const auto& b) {
     return std::tuple(ToNanos(a.start()), a.node(), a.rule(), a.device(), a.link()) <

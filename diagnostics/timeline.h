@@ -25,6 +25,7 @@
 
 #include "accelmon/v1/diagnostics.pb.h"
 #include "diagnostics/series.h"
+#include "proto/json_string.h"
 
 namespace accelmon::diagnostics {
 
@@ -55,8 +56,5 @@ void WriteHtml(std::ostream& out, std::span<const v1::Finding> findings, const I
 
 // The order the writers print in: by start, node, rule, device, link.
 void SortFindings(std::vector<v1::Finding>& findings);
-
-// `s` as a JSON string literal, quotes included (also for the score's JSON, score.cc).
-std::string JsonString(std::string_view s);
 
 }  // namespace accelmon::diagnostics

@@ -15,6 +15,7 @@
 
 #include "accelmon/v1/telemetry.pb.h"
 #include "recording/log_reader.h"
+#include "recording/segment_names.h"
 
 namespace accelmon::recording {
 
@@ -129,10 +130,5 @@ class RecordingReader {
 // The segment files of a recording directory, sorted by index; other files (a spool's `state`
 // and `lock`) are ignored. Throws RecordingError when the directory cannot be listed.
 std::vector<std::string> ListSegments(const std::string& dir);
-
-// "NNNNNNNNNNNNNNNNNNNN.seg": 20 digits and the extension.
-bool IsSegmentFileName(std::string_view name);
-// The index of a segment file name ("00000000000000000042.seg": 42); nothing for other names.
-std::optional<uint64_t> SegmentFileIndex(std::string_view name);
 
 }  // namespace accelmon::recording

@@ -18,6 +18,7 @@
 #include "recording/log_writer.h"
 #include "recording/record_codec.h"
 #include "recording/report_key.h"
+#include "recording/segment_names.h"
 #include "recording/tail_index.h"
 
 namespace accelmon::recording {
@@ -185,8 +186,5 @@ class SegmentWriter {
   size_t sample_bytes_ = 0;
   std::vector<std::string_view> split_;  // scratch
 };
-
-// "NNNNNNNNNNNNNNNNNNNN.seg" of `index` in `dir`.
-std::string SegmentFilePath(const std::string& dir, uint64_t index);
 
 }  // namespace accelmon::recording

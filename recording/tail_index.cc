@@ -15,7 +15,7 @@
 #include "recording/log_reader.h"
 #include "recording/log_writer.h"
 #include "recording/record_codec.h"
-#include "recording/segment_writer.h"
+#include "recording/segment_names.h"
 
 namespace accelmon::recording {
 namespace {

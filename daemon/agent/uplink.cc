@@ -10,10 +10,10 @@
 #include <deque>
 #include <random>
 
+#include "daemon/agent/ingest_stream.h"
 #include "daemon/agent/rendezvous.h"
 #include "daemon/agent/report_log.h"
 #include "daemon/agent/spool.h"
-#include "daemon/common/ingest_stream.h"
 #include "daemon/common/log_limiter.h"
 #include "daemon/common/tls_probe.h"
 #include "proto/time_format.h"

@@ -1,24 +1,42 @@
 #include "daemon/common/flags.h"
 
 #include <charconv>
+#include <iterator>
 #include <limits>
 #include <utility>
 
 namespace accelmon {
+namespace {
+
+// The flags' size units, largest last.
+constexpr std::pair<std::string_view, int> kByteUnits[] = {{"", 0},     {"B", 0},    {"KiB", 10},
+                                                           {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
+
+}  // namespace
 
 std::optional<uint64_t> ParseByteSize(std::string_view text) {
   uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end == text.data()) return std::nullopt;
   const std::string_view suffix(end, static_cast<size_t>(text.data() + text.size() - end));
-  constexpr std::pair<std::string_view, int> kUnits[] = {{"", 0},     {"B", 0},    {"KiB", 10},
-                                                         {"MiB", 20}, {"GiB", 30}, {"TiB", 40}};
-  for (const auto& [name, shift] : kUnits) {
+  for (const auto& [name, shift] : kByteUnits) {
     if (suffix != name) continue;
     if (value > (std::numeric_limits<uint64_t>::max() >> shift)) return std::nullopt;
     return value << shift;
   }
   return std::nullopt;
+}
+
+std::string FormatByteSize(uint64_t bytes) {
+  // The largest unit that divides the size exactly.
+  for (auto it = std::rbegin(kByteUnits); it != std::rend(kByteUnits); ++it) {
+    const auto& [name, shift] = *it;
+    if (shift == 0) break;
+    if (bytes != 0 && bytes % (uint64_t{1} << shift) == 0) {
+      return std::to_string(bytes >> shift) + std::string(name);
+    }
+  }
+  return std::to_string(bytes) + "B";
 }
 
 std::string HostPort::ToString(std::string_view any_host) const {

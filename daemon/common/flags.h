@@ -16,6 +16,8 @@ namespace accelmon {
 // Parses a byte size: "1048576", "512KiB", "256MiB", "1GiB" (powers of 1024; B, KiB, MiB, GiB,
 // TiB). No fractions, no sign.
 std::optional<uint64_t> ParseByteSize(std::string_view text);
+// Its inverse, as the flags are written: "64MiB", "10GiB", "1000B".
+std::string FormatByteSize(uint64_t bytes);
 
 // A "host:port" value. An empty host means every interface (":9477").
 struct HostPort {

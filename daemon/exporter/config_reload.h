@@ -15,7 +15,7 @@
 
 #include "daemon/common/reload.h"
 #include "daemon/exporter/exporter.h"
-#include "daemon/exporter/exporter_command.h"
+#include "daemon/exporter/exporter_flags.h"
 
 namespace accelmon {
 

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 
+#include "daemon/common/flags.h"
 #include "daemon/exporter/http_server.h"
 #include "daemon/exporter/ingest_service.h"
 #include "daemon/exporter/metrics_renderer.h"
@@ -15,20 +16,6 @@
 #include "proto/time_format.h"
 
 namespace accelmon {
-namespace {
-
-// As the flags are written: "64MiB", "10GiB", "1000B".
-std::string FormatBytes(uint64_t bytes) {
-  constexpr std::pair<const char*, int> kUnits[] = {
-      {"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
-  for (const auto& [name, shift] : kUnits) {
-    if (bytes != 0 && bytes % (uint64_t{1} << shift) == 0)
-      return fmt::format("{}{}", bytes >> shift, name);
-  }
-  return fmt::format("{}B", bytes);
-}
-
-}  // namespace
 
 Exporter::Exporter(ExporterOptions options)
     : options_(std::move(options)), store_(options_.node_expire_after, options_.limits) {}
@@ -143,8 +130,8 @@ void Exporter::StartRecording() {
   spdlog::info(
       "recording to {} (segments of {}, at most {} in all, kept {}, fdatasync at most every {}, "
       "compression {})",
-      o.recording.dir, FormatBytes(o.recording.segment_bytes),
-      o.recording.max_bytes == 0 ? "no limit" : FormatBytes(o.recording.max_bytes),
+      o.recording.dir, FormatByteSize(o.recording.segment_bytes),
+      o.recording.max_bytes == 0 ? "no limit" : FormatByteSize(o.recording.max_bytes),
       o.recording.retention.count() == 0 ? "forever"
                                          : FormatPrometheusDuration(o.recording.retention),
       FormatPrometheusDuration(o.sync_interval),

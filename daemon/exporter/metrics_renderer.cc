@@ -9,9 +9,9 @@
 #include <string_view>
 #include <tuple>
 
-#include "collectors/buddyinfo.h"
 #include "daemon/common/version.h"
 #include "daemon/exporter/text_exposition.h"
+#include "proto/buddy_zone.h"
 #include "proto/enum_labels.h"
 #include "proto/time_format.h"
 
@@ -328,7 +328,7 @@ class HostFamilies {
                            {"zone", zone.zone()},
                            {"order", order_text.view()}};
         accelmon::Add(s, free_blocks_, zl, static_cast<double>(zone.free_blocks(order)));
-        if (const auto ratio = collectors::UnusableFreeIndex(zone, static_cast<unsigned>(order))) {
+        if (const auto ratio = UnusableFreeIndex(zone, static_cast<unsigned>(order))) {
           accelmon::Add(s, unusable_, zl, *ratio);
         }
       }

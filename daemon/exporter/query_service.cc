@@ -185,49 +185,45 @@ std::optional<grpc::Status> QueryService::RefuseReader(grpc::CallbackServerConte
                           ") may not read: the exporter's --grpc.reader-names does not list it");
 }
 
+namespace {
+
+// A unary call answered at once, from the handler's thread.
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* QueryService::GetNodes(grpc::CallbackServerContext* context,
                                                  const v1::GetNodesRequest* request,
                                                  v1::GetNodesResponse* response) {
-  if (auto refused = RefuseReader(context)) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(*refused);
-    return reactor;
-  }
+  if (auto refused = RefuseReader(context)) return FinishNow(context, *refused);
   const std::set<std::string> wanted(request->nodes().begin(), request->nodes().end());
   for (const NodeEntry& e : store_.Snapshot(Clock::now())) {  // sorted by node
     if (wanted.empty() || wanted.count(e.report->node()) != 0) {
       *response->add_reports() = *e.report;
     }
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return FinishNow(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* QueryService::GetFindings(grpc::CallbackServerContext* context,
                                                     const v1::GetFindingsRequest* request,
                                                     v1::GetFindingsResponse* response) {
-  if (auto refused = RefuseReader(context)) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(*refused);
-    return reactor;
-  }
+  if (auto refused = RefuseReader(context)) return FinishNow(context, *refused);
   std::vector<v1::Finding> findings = diagnostics_.Findings(
       {request->nodes().begin(), request->nodes().end()}, request->include_closed());
   for (v1::Finding& f : findings) *response->add_findings() = std::move(f);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return FinishNow(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* QueryService::GetSummary(grpc::CallbackServerContext* context,
                                                    const v1::GetSummaryRequest* request,
                                                    v1::GetSummaryResponse* response) {
-  if (auto refused = RefuseReader(context)) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(*refused);
-    return reactor;
-  }
+  if (auto refused = RefuseReader(context)) return FinishNow(context, *refused);
   const std::set<std::string> wanted(request->nodes().begin(), request->nodes().end());
   for (const NodeEntry& e : store_.Snapshot(Clock::now())) {  // sorted by node
     if (wanted.empty() || wanted.count(e.report->node()) != 0) {
@@ -239,9 +235,7 @@ grpc::ServerUnaryReactor* QueryService::GetSummary(grpc::CallbackServerContext* 
                              /*include_closed=*/false)) {
     SummarizeFinding(f, response->add_findings());
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return FinishNow(context, grpc::Status::OK);
 }
 
 grpc::ServerWriteReactor<v1::WatchEvent>* QueryService::Watch(grpc::CallbackServerContext* context,

@@ -9,8 +9,8 @@
 #include <set>
 
 #include "daemon/common/version.h"
-#include "diagnostics/timeline.h"
 #include "proto/enum_labels.h"
+#include "proto/json_string.h"
 #include "proto/time_format.h"
 
 namespace accelmon {
@@ -45,7 +45,7 @@ class JsonObject {
   }
   void String(std::string_view key, std::string_view value) {
     Key(key);
-    out_ += diagnostics::JsonString(value);
+    out_ += JsonString(value);
   }
   // Only when not empty.
   void NonEmpty(std::string_view key, std::string_view value) {
@@ -124,7 +124,7 @@ void WriteNodeRow(const NodeEntry& entry, Clock::time_point now, const FindingCo
   if (std::isfinite(temp_max)) o.Number("temperature_max_celsius", temp_max);
   if (power_n > 0) o.Number("power_watts", power_sum);
   o.Key("jobs");
-  Array(out, jobs, [&](const std::string& job) { out += diagnostics::JsonString(job); });
+  Array(out, jobs, [&](const std::string& job) { out += JsonString(job); });
   o.Integer("findings_critical", findings ? findings->critical : 0);
   o.Integer("findings_warning", findings ? findings->warning : 0);
   if (r.agent().has_spool_reports()) o.Integer("agent_spool_reports", r.agent().spool_reports());
@@ -170,7 +170,7 @@ void WriteDevice(const v1::DeviceTelemetry& d, std::string& out) {
   }
   std::sort(throttling.begin(), throttling.end());
   o.Key("throttling");
-  Array(out, throttling, [&](const std::string& s) { out += diagnostics::JsonString(s); });
+  Array(out, throttling, [&](const std::string& s) { out += JsonString(s); });
   const v1::DevicePower& p = d.power();
   if (p.has_usage_watts()) o.Number("power_watts", p.usage_watts());
   if (p.has_limit_watts()) o.Number("power_limit_watts", p.limit_watts());

@@ -11,8 +11,8 @@
 #include <unordered_map>
 
 #include "accelmon/v1/ingest.grpc.pb.h"
+#include "daemon/agent/ingest_stream.h"
 #include "daemon/common/grpc_status.h"
-#include "daemon/common/ingest_stream.h"
 #include "daemon/tools/progress.h"
 #include "proto/time_format.h"
 

@@ -7,6 +7,7 @@
 
 #include "collectors/buddyinfo.h"
 #include "fuzz_target.h"
+#include "proto/buddy_zone.h"
 
 ACCELMON_FUZZ_TARGET(buddyinfo) {
   accelmon::v1::HostTelemetry host;
@@ -14,8 +15,7 @@ ACCELMON_FUZZ_TARGET(buddyinfo) {
                                        host);
   for (const auto& zone : host.buddyinfo()) {
     for (int order = 0; order <= zone.free_blocks_size(); ++order) {
-      const auto ratio =
-          accelmon::collectors::UnusableFreeIndex(zone, static_cast<unsigned>(order));
+      const auto ratio = accelmon::UnusableFreeIndex(zone, static_cast<unsigned>(order));
       if (ratio && !(*ratio >= 0.0 && *ratio <= 1.0)) std::abort();
     }
   }

@@ -15,7 +15,7 @@
 
 #include "daemon/common/config_file.h"
 #include "daemon/common/reload.h"
-#include "daemon/exporter/exporter_command.h"
+#include "daemon/exporter/exporter_flags.h"
 #include "proto/time_format.h"
 #include "support/loopback_exporter.h"
 #include "support/prom_text.h"

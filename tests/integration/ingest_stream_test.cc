@@ -1,7 +1,7 @@
-// IngestStream (daemon/common/ingest_stream.h) against a real exporter over loopback: reports
+// IngestStream (daemon/agent/ingest_stream.h) against a real exporter over loopback: reports
 // written in order, acks matched to them and counted, the window, numbered reports made as they
 // are written, and the ways a stream ends.
-#include "daemon/common/ingest_stream.h"
+#include "daemon/agent/ingest_stream.h"
 
 #include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>

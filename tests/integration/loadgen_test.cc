@@ -1,7 +1,7 @@
 // `accelmon loadgen` against a real exporter in this process (gRPC over loopback, port 0): every
 // report a simulated node sends is acknowledged APPLIED and lands in the exporter's state whole.
 // Nothing here is timed: rates and latencies are for bench/ingest_vs_echo.sh.
-#include "daemon/tools/loadgen.h"
+#include "daemon/clients/loadgen.h"
 
 #include <gtest/gtest.h>
 

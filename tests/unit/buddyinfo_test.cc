@@ -5,6 +5,8 @@
 
 #include <vector>
 
+#include "proto/buddy_zone.h"
+
 namespace accelmon::collectors {
 namespace buddyinfo_test {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "daemon/agent/agent_command.h"
 #include "daemon/exporter/exporter_command.h"
-#include "daemon/tools/standalone_command.h"
+#include "daemon/standalone/standalone_command.h"
 
 namespace accelmon {
 namespace config_file_test {

@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "daemon/agent/agent_command.h"
+#include "daemon/clients/loadgen_command.h"
+#include "daemon/clients/top_command.h"
 #include "daemon/common/config_file.h"
 #include "daemon/exporter/exporter_command.h"
+#include "daemon/standalone/standalone_command.h"
 #include "daemon/tools/config_commands.h"
 #include "daemon/tools/diagnose_command.h"
-#include "daemon/tools/loadgen_command.h"
 #include "daemon/tools/record_commands.h"
 #include "daemon/tools/simulate_command.h"
-#include "daemon/tools/standalone_command.h"
-#include "daemon/tools/top_command.h"
 
 namespace accelmon {
 namespace empty_values_test {

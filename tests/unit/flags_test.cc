@@ -72,6 +72,18 @@ TEST(ParseByteSize, PlainAndBinaryUnits) {
   }
 }
 
+TEST(FormatByteSize, WritesTheLargestExactUnitAndParsesBack) {
+  EXPECT_EQ(FormatByteSize(uint64_t{64} << 20), "64MiB");
+  EXPECT_EQ(FormatByteSize(uint64_t{10} << 30), "10GiB");
+  EXPECT_EQ(FormatByteSize(uint64_t{3} << 40), "3TiB");
+  EXPECT_EQ(FormatByteSize(1536 * 1024), "1536KiB");
+  EXPECT_EQ(FormatByteSize(1000), "1000B");
+  EXPECT_EQ(FormatByteSize(0), "0B");
+  for (uint64_t bytes : {uint64_t{0}, uint64_t{1}, uint64_t{4096}, uint64_t{5} << 30}) {
+    EXPECT_EQ(ParseByteSize(FormatByteSize(bytes)), bytes) << bytes;
+  }
+}
+
 }  // namespace
 }  // namespace flags_test
 }  // namespace accelmon

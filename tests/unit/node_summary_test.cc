@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "daemon/tools/loadgen.h"
-#include "daemon/tools/top_view.h"
+#include "daemon/clients/loadgen.h"
+#include "daemon/clients/top_view.h"
 #include "proto/time_format.h"
 
 namespace accelmon {

@@ -1,6 +1,6 @@
-// `accelmon top`'s model (daemon/tools/top_view.h): absent values shown as "-", stale nodes,
+// `accelmon top`'s model (daemon/clients/top_view.h): absent values shown as "-", stale nodes,
 // sorting and filtering, and the text `--once` prints.
-#include "daemon/tools/top_view.h"
+#include "daemon/clients/top_view.h"
 
 #include <gtest/gtest.h>
 

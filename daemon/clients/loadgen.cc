@@ -1,4 +1,4 @@
-#include "daemon/tools/loadgen.h"
+#include "daemon/clients/loadgen.h"
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -24,8 +24,8 @@
 #include "accelmon/v1/ingest.grpc.pb.h"
 #include "collectors/sim.h"
 #include "daemon/agent/agent.h"
+#include "daemon/agent/ingest_stream.h"
 #include "daemon/common/grpc_status.h"
-#include "daemon/common/ingest_stream.h"
 #include "daemon/common/version.h"
 #include "proto/time_format.h"
 

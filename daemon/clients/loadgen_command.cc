@@ -1,4 +1,4 @@
-#include "daemon/tools/loadgen_command.h"
+#include "daemon/clients/loadgen_command.h"
 
 #include <cstdio>
 #include <memory>

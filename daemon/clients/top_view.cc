@@ -1,4 +1,4 @@
-#include "daemon/tools/top_view.h"
+#include "daemon/clients/top_view.h"
 
 #include <fmt/format.h>
 

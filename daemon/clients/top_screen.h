@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/tools/top_view.h"
+#include "daemon/clients/top_view.h"
 
 namespace accelmon::top {
 

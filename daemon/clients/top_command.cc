@@ -1,4 +1,4 @@
-#include "daemon/tools/top_command.h"
+#include "daemon/clients/top_command.h"
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
@@ -16,6 +16,8 @@
 
 #include "accelmon/v1/diagnostics.grpc.pb.h"
 #include "daemon/agent/agent_command.h"
+#include "daemon/clients/top_screen.h"
+#include "daemon/clients/top_view.h"
 #include "daemon/common/cli_validators.h"
 #include "daemon/common/empty_values.h"
 #include "daemon/common/exit_codes.h"
@@ -23,8 +25,6 @@
 #include "daemon/common/tls.h"
 #include "daemon/common/tls_flags.h"
 #include "daemon/common/version.h"
-#include "daemon/tools/top_screen.h"
-#include "daemon/tools/top_view.h"
 #include "proto/time_format.h"
 
 namespace accelmon {

@@ -1,4 +1,4 @@
-#include "daemon/tools/top_screen.h"
+#include "daemon/clients/top_screen.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

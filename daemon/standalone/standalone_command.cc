@@ -1,4 +1,4 @@
-#include "daemon/tools/standalone_command.h"
+#include "daemon/standalone/standalone_command.h"
 
 #include <spdlog/spdlog.h>
 
@@ -12,7 +12,7 @@
 #include "daemon/common/reload.h"
 #include "daemon/common/shutdown_signals.h"
 #include "daemon/exporter/config_reload.h"
-#include "daemon/exporter/exporter_command.h"
+#include "daemon/exporter/exporter_flags.h"
 
 namespace accelmon {
 namespace {

@@ -1,4 +1,4 @@
-#include "daemon/common/ingest_stream.h"
+#include "daemon/agent/ingest_stream.h"
 
 #include <algorithm>
 #include <thread>

@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "daemon/clients/loadgen.h"
 #include "daemon/common/subcommand.h"
-#include "daemon/tools/loadgen.h"
 
 namespace accelmon {
 
