@@ -13,7 +13,9 @@ build=${1:-build}
 accelmon=$build/accelmon
 rows=${ENVELOPE_ROWS:-1s:1000 1s:4000 15s:4000 15s:12500}
 intervals=${ENVELOPE_INTERVALS:-3}
-source "$(dirname "$0")/load_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon"
 
 echo "| interval | nodes | reports/s | exporter CPU (cores) | exporter RSS (MiB) | series | one scrape (the first after start) | most labels on a series |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- |"

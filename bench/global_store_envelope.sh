@@ -16,7 +16,9 @@ nodes=${NODES:-1000}
 scrape=${SCRAPE:-5s}
 measured=${SECONDS_MEASURED:-60}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-source "$(dirname "$0")/load_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon"
 
 start_exporter global --no-diagnostics
 "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes "$nodes" --devices 8 \

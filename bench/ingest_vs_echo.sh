@@ -20,9 +20,8 @@
 #    node, an hour's worth at 1 Hz), memory per series as in 2. Rules that keep a trailing window
 #    of samples fill it here, not in 2's 20 s. Skipped with the fleets, or with UPTIME_SECONDS=0.
 set -euo pipefail
-source "$(dirname "$0")/node_exporter.sh"
-source "$(dirname "$0")/results.sh"
-source "$(dirname "$0")/load_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 build=${1:-build}
 sat_seconds=${SAT_SECONDS:-10}
 sat_nodes=${SAT_NODES:-32}
@@ -32,6 +31,7 @@ fleet_sizes=${FLEET_SIZES-100 1000 4000}
 uptime_seconds=${UPTIME_SECONDS:-360}
 agent_seconds=${AGENT_SECONDS:-30}
 accelmon=$build/accelmon
+need_binary "$accelmon" "$build/bench/grpc_echo_server"
 root=$(cd "$(dirname "$0")/../tests/fixtures/host" && pwd)
 # saturate NAME PID PORT: loadgen at full speed against PORT; server PID's CPU over the middle.
 # Prints "reports/s device-samples/s server-cores loadgen-cores".
@@ -60,8 +60,7 @@ saturate() {
 "$build/bench/grpc_echo_server" 127.0.0.1:0 >"$work/echo.log" 2>&1 &
 echo_pid=$!
 pids+=("$echo_pid")
-for _ in $(seq 200); do grep -qs "listening on port" "$work/echo.log" && break; sleep 0.05; done
-echo_port=$(grep -Eo 'port [0-9]+' "$work/echo.log" | grep -Eo '[0-9]+')
+echo_port=$(nth_port "$(wait_for_log --pid "$echo_pid" 30 "$work/echo.log" 'listening on port [0-9]+')" 1)
 result=$(saturate echo "$echo_pid" "$echo_port")
 read -r echo_rate echo_samples echo_cores echo_lg <<<"$result"
 stop "$echo_pid"

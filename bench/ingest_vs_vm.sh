@@ -12,12 +12,13 @@
 # the middle of the run; its background merges after the run are not counted (in its favour).
 # Environment: VM_SECONDS (default 10), VM_CONNECTIONS (4).
 set -euo pipefail
-source "$(dirname "$0")/results.sh"
 build=${1:-build}
 seconds=${VM_SECONDS:-10}
 connections=${VM_CONNECTIONS:-4}
 accelmon=$build/accelmon
-source "$(dirname "$0")/load_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon" "$build/bench/remote_write_load"
 # The fleet's series, as the exporter serves them.
 start_exporter fleet --no-diagnostics
 "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes 32 --devices 8 \
@@ -30,7 +31,7 @@ victoria-metrics -storageDataPath "$work/vm" -httpListenAddr "127.0.0.1:$vm_port
   -retentionPeriod 10y -loggerLevel ERROR >"$work/vm.log" 2>&1 &
 vm=$!
 pids+=("$vm")
-until curl -fs "127.0.0.1:$vm_port/health" >/dev/null 2>&1; do sleep 0.1; done
+wait_for_http --pid "$vm" --log "$work/vm.log" 30 "http://127.0.0.1:$vm_port/health"
 
 "$build/bench/remote_write_load" "$work/fleet.txt" "127.0.0.1:$vm_port" "$seconds" "$connections" \
   >"$work/load.out" 2>"$work/load.err" &

@@ -8,7 +8,9 @@
 set -euo pipefail
 build=${1:-build}
 accelmon=$build/accelmon
-source "$(dirname "$0")/load_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon" "$build/bench/top_poll_bytes"
 
 poll() {  # poll LABEL: one table row from top_poll_bytes against the exporter started last
   local out
@@ -33,9 +35,6 @@ start_exporter real --no-diagnostics
   --push.socket "" >"$work/agent.log" 2>&1 &
 agent_pid=$!
 pids+=("$agent_pid")
-for _ in $(seq 100); do
-  "$build/bench/top_poll_bytes" --exporter.address "127.0.0.1:$grpc_port" --polls 1 2>/dev/null |
-    grep -q '^nodes 1' && break
-  sleep 0.1
-done
+wait_for_output --pid "$agent_pid" --log "$work/agent.log" 30 "the agent's node at the exporter" \
+  '^nodes 1' "$build/bench/top_poll_bytes" --exporter.address "127.0.0.1:$grpc_port" --polls 1
 poll "one agent, --sim 8 over this host"
