@@ -5,27 +5,20 @@
 # CPU is read from /proc/PID/stat (utime+stime, clock ticks) around a fixed number of scrapes or
 # collection cycles, so it counts only the measured process, not curl or the exporter.
 set -euo pipefail
-source "$(dirname "$0")/node_exporter.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 build=${1:-build}
 scrapes=${2:-1000}
+accelmon=$build/accelmon
+need_binary "$accelmon" "$build/bench/host_collectors_bench"
 root=$(cd "$(dirname "$0")/../tests/fixtures/host" && pwd)
-hz=$(getconf CLK_TCK)
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-free_port() { # asks the kernel for an unused port
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null ||
-    echo $((20000 + RANDOM % 20000))
-}
 
 # --- node_exporter: CPU per scrape --------------------------------------------------------------
 port=$(free_port)
 start_node_exporter "$root" "$port" "$work/ne.log"
 ne=$!
 pids+=("$ne")
-for _ in $(seq 100); do curl -fs "127.0.0.1:$port/metrics" >/dev/null && break; sleep 0.05; done
+wait_for_http --pid "$ne" --log "$work/ne.log" 30 "http://127.0.0.1:$port/metrics"
 for _ in $(seq 50); do curl -fs "127.0.0.1:$port/metrics" >/dev/null; done # warm up
 before=$(cpu_ticks "$ne")
 for _ in $(seq "$scrapes"); do curl -fs "127.0.0.1:$port/metrics" >/dev/null; done
@@ -36,25 +29,19 @@ ne_series=$(curl -fs "127.0.0.1:$port/metrics" | grep -Ec '^node_(memory|vmstat|
 # --- accelmon agent process: CPU per collection cycle, streaming to a real exporter ------------
 # The agent reports every 10 ms (100/s): lift the exporter's per-stream limit (50/s by default),
 # or half the reports would wait and the CPU per ingested report would read double.
-"$build/accelmon" exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
-  --grpc.max-reports-per-second 1000 >"$work/exporter.log" 2>&1 &
-pids+=("$!")
-for _ in $(seq 100); do grep -q "ingest on" "$work/exporter.log" && break; sleep 0.05; done
-ports=$(grep -Eo 'port [0-9]+' "$work/exporter.log")
-grpc=$(sed -n 1p <<<"$ports" | grep -Eo '[0-9]+')
-web=$(echo "$ports" | tail -1 | grep -Eo '[0-9]+')
-"$build/accelmon" agent --exporter.address "127.0.0.1:$grpc" --node.name bench \
+exporter_max_reports=1000 start_exporter exporter
+"$accelmon" agent --exporter.address "127.0.0.1:$grpc_port" --node.name bench \
   --path.procfs "$root/proc" --path.sysfs "$root/sys" --collect.interval 10ms >"$work/agent.log" 2>&1 &
 agent=$!
 pids+=("$agent")
-ingested() { curl -fs "127.0.0.1:$web/metrics" | awk '/^accelmon_exporter_reports_ingested_total/ {print $2}'; }
+ingested() { curl -fs "127.0.0.1:$web_port/metrics" | awk '/^accelmon_exporter_reports_ingested_total/ {print $2}'; }
 sleep 2 # warm up
 c0=$(cpu_ticks "$agent"); r0=$(ingested)
 sleep 10
 c1=$(cpu_ticks "$agent"); r1=$(ingested)
 agent_us=$(awk -v t=$((c1 - c0)) -v hz="$hz" -v n="$(awk -v a="$r0" -v b="$r1" 'BEGIN{print b-a}')" \
   'BEGIN { printf "%.0f", t / hz / n * 1e6 }')
-agent_series=$(curl -fs "127.0.0.1:$web/metrics" | grep -c '^accelmon_host_')
+agent_series=$(curl -fs "127.0.0.1:$web_port/metrics" | grep -c '^accelmon_host_')
 
 # --- accelmon in-process (Google Benchmark) -----------------------------------------------------
 "$build/bench/host_collectors_bench" --benchmark_format=csv --benchmark_min_time=2 2>/dev/null >"$work/gb.csv"

@@ -16,16 +16,10 @@ record_seconds=${RECORD_SECONDS:-60}
 nodes=${NODES:-1000}
 runs=${RUNS:-5}
 accelmon=$build/accelmon
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon"
+# Fixed ports, the same for every start, so that each start is timed to the same /readyz.
 web=$(free_port)
 grpc=$(free_port)
 
@@ -34,11 +28,10 @@ grpc=$(free_port)
   --record.dir "$work/rec" --grpc.max-reports-per-second 1000 >"$work/recording.log" 2>&1 &
 exporter=$!
 pids+=("$exporter")
-until curl -fs "http://127.0.0.1:$web/readyz" >/dev/null; do sleep 0.05; done
+wait_for_http --pid "$exporter" --log "$work/recording.log" 30 "http://127.0.0.1:$web/readyz"
 "$accelmon" loadgen --exporter.address "127.0.0.1:$grpc" --nodes "$nodes" --interval 1s \
   --duration "${record_seconds}s" >"$work/loadgen.log" 2>&1
-kill -TERM "$exporter"
-wait "$exporter"
+stop_ok "$exporter" "the recording exporter" "$work/recording.log"
 bytes=$(du -sb "$work/rec" | cut -f1)
 cp "$work/rec/tail.index" "$work/tail.index.saved"
 
@@ -49,28 +42,32 @@ start_once() {
   "$accelmon" exporter --web.listen-address "127.0.0.1:$web" --grpc.listen-address "127.0.0.1:$grpc" \
     --record.dir "$dir" >"$work/start.log" 2>&1 &
   pid=$!
-  until curl -fs "http://127.0.0.1:$web/readyz" >/dev/null 2>&1; do sleep 0.002; done
+  pids+=("$pid")
+  wait_for_http --pid "$pid" --log "$work/start.log" --every 0.002 60 "http://127.0.0.1:$web/readyz"
   t1=$(date +%s%N)
   local rss restored read
   rss=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status")
   restored=$(curl -fs "http://127.0.0.1:$web/metrics" | awk '/^accelmon_exporter_restored_nodes / {print $2}')
-  kill -TERM "$pid"
-  wait "$pid"
+  stop_ok "$pid" "the exporter started from $dir" "$work/start.log"
   read=$(grep -Eo 'start-up read the recording in [0-9]+ ms' "$work/start.log" | grep -Eo '[0-9]+ ms' | grep -Eo '[0-9]+')
   echo "$(((t1 - t0) / 1000000)) $read $restored $rss"
 }
 
-# median of a column over RUNS starts: measure MODE DIR -> "wall read nodes rss" medians.
+# measure MODE DIR: RUNS starts from DIR prepared as MODE; sets median to the median start's
+# "wall read nodes rss" (by wall time). In this shell, not a pipe's, so that a failed start ends
+# the bench and its exporter is tracked.
 measure() {
-  local mode=$1 dir=$2 i
-  for i in $(seq 1 "$runs"); do
+  local mode=$1 dir=$2
+  : >"$work/starts"
+  for _ in $(seq 1 "$runs"); do
     case $mode in
       index) cp "$work/tail.index.saved" "$dir/tail.index" ;;
       noindex) rm -f "$dir/tail.index" ;;
       empty) rm -rf "$dir" && mkdir -p "$dir" ;;
     esac
-    start_once "$dir"
-  done | sort -n | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }'
+    start_once "$dir" >>"$work/starts"
+  done
+  median=$(sort -n "$work/starts" | awk '{ a[NR] = $0 } END { print a[int((NR + 1) / 2)] }')
 }
 
 segments=$(find "$work/rec" -name '*.seg' | wc -l)
@@ -82,9 +79,12 @@ echo "Recording: $nodes nodes × 8 devices, one report a second each for ${recor
 echo
 echo "| start | to /readyz | reading the recording | nodes restored | peak RSS |"
 echo "| --- | --- | --- | --- | --- |"
-read -r w r n m < <(measure index "$work/rec")
+measure index "$work/rec"
+read -r w r n m <<<"$median"
 echo "| with tail.index | $w ms | $r ms | $n | $((m / 1024)) MiB |"
-read -r w r n m < <(measure noindex "$work/rec")
+measure noindex "$work/rec"
+read -r w r n m <<<"$median"
 echo "| without tail.index (newest two segments read) | $w ms | $r ms | $n | $((m / 1024)) MiB |"
-read -r w r n m < <(measure empty "$work/empty")
+measure empty "$work/empty"
+read -r w r n m <<<"$median"
 echo "| empty recording directory (anchor) | $w ms | $r ms | ${n:-0} | $((m / 1024)) MiB |"

@@ -10,35 +10,30 @@
 # Records the plain and gzip'd scrape and the peer's plain one for bench/goals.py (results.sh), by
 # the SERIES asked for.
 set -euo pipefail
-source "$(dirname "$0")/results.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 build=${1:-build}
 series=${SERIES:-100000}
 asked=$series
 runs=${RUNS:-20}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  exec 3>&- 2>/dev/null || true
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+need_binary "$build/bench/scrape_peers"
 
 mkfifo "$work/stdin"
 "$build/bench/scrape_peers" "$series" <"$work/stdin" >"$work/ports" 2>"$work/peers.log" &
-pids+=($!)
-exec 3>"$work/stdin"  # scrape_peers serves until this closes
-until grep -q '^prometheus-cpp ' "$work/ports" 2>/dev/null; do sleep 0.1; done
+peers=$!
+pids+=("$peers")
+exec 3>"$work/stdin"  # scrape_peers serves until this closes (or the exit trap stops it)
+wait_for_log --pid "$peers" --log "$work/peers.log" 120 "$work/ports" '^prometheus-cpp ' >/dev/null
 ours=$(awk '$1 == "accelmon" { print $2 }' "$work/ports")
 peer=$(awk '$1 == "prometheus-cpp" { print $2 }' "$work/ports")
 series=$(awk '$1 == "series" { print $2 }' "$work/ports")
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 ne=$(free_port)
 prometheus-node-exporter --web.listen-address="127.0.0.1:$ne" 2>"$work/node_exporter.log" &
-pids+=($!)
-until curl -fs "http://127.0.0.1:$ne/metrics" >"$work/ne.txt"; do sleep 0.1; done
+ne_pid=$!
+pids+=("$ne_pid")
+wait_until --pid "$ne_pid" --log "$work/node_exporter.log" 30 "node_exporter's /metrics" \
+  curl -fs -o "$work/ne.txt" "http://127.0.0.1:$ne/metrics"
 ne_series=$(grep -vc '^#' "$work/ne.txt")
 
 # row NAME URL SERIES [ACCEPT-ENCODING [RESULT-KEY]]: bytes, median time, per series.

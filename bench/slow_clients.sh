@@ -11,27 +11,11 @@ BUILD=${1:-build}
 CLIENTS=${2:-1000}
 ACCELMON=$BUILD/accelmon
 SLOW=(python3 "$(dirname "$0")/../tests/e2e/slow_clients.py")
-source "$(dirname "$0")/node_exporter.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$ACCELMON"
 ulimit -n 8192
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# ready URL: waits at most 20 s for URL to answer.
-ready() {
-  local deadline=$((SECONDS + 20))
-  until curl -fsS -o /dev/null "$1" 2>/dev/null; do
-    [ $SECONDS -lt $deadline ] || { echo "no answer from $1 in 20 s" >&2; exit 1; }
-    sleep 0.1
-  done
-}
-rss_mib() { awk '/^VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+rss_mib() { calc %.1f "$(rss_kib "$1") / 1024"; }
 threads() { awk '/^Threads/ { print $2 }' "/proc/$1/status"; }
 
 # run NAME PID URL EXPECT SCRAPES: the slow clients and the scrapes; one table row.
@@ -39,9 +23,9 @@ run() {
   local name=$1 pid=$2 url=$3 expect=$4 scrapes=$5 out
   out=$("${SLOW[@]}" "$url" --clients "$CLIENTS" --scrapes "$scrapes" --expect "$expect" \
     --max-scrape-seconds 1 --connect-seconds 60 2>&1) || true
-  local line=${out%%$'\n'*}
-  local slowest=$(grep -Eo 'slowest [0-9.]+s' <<<"$out" | grep -Eo '[0-9.]+' || echo "?")
-  local failed=$(grep -Eo '[0-9]+ failed' <<<"$out" | grep -Eo '[0-9]+' || echo "?")
+  local line=${out%%$'\n'*} slowest failed
+  slowest=$(grep -Eo 'slowest [0-9.]+s' <<<"$out" | grep -Eo '[0-9.]+' || echo "?")
+  failed=$(grep -Eo '[0-9]+ failed' <<<"$out" | grep -Eo '[0-9]+' || echo "?")
   printf '| %s | %s | %s | %s | %s MiB | %s |\n' "$name" "$slowest" "$failed" \
     "$(threads "$pid")" "$(rss_mib "$pid")" "$line"
 }
@@ -52,21 +36,20 @@ for threads_flag in 1024 2048 256; do
   port=$(free_port)
   args=(exporter --web.listen-address "127.0.0.1:$port" --grpc.listen-address 127.0.0.1:0)
   args+=(--web.max-connections "$threads_flag")
-  "$ACCELMON" "${args[@]}" >"$WORK/exporter.log" 2>&1 &
+  "$ACCELMON" "${args[@]}" >"$work/exporter.log" 2>&1 &
   pid=$!
-  PIDS+=("$pid")
-  ready "http://127.0.0.1:$port/metrics"
+  pids+=("$pid")
+  wait_for_http --pid "$pid" --log "$work/exporter.log" 20 "http://127.0.0.1:$port/metrics"
   label="accelmon exporter (civetweb, --web.max-connections $threads_flag)"
   run "$label" "$pid" "http://127.0.0.1:$port/metrics" accelmon_exporter_ \
     "$([ "$threads_flag" = 256 ] && echo 10 || echo 50)"
-  kill "$pid"
-  wait "$pid" 2>/dev/null || true
+  stop "$pid"
 done
 port=$(free_port)
-start_node_exporter "$(dirname "$0")/../tests/fixtures/host" "$port" "$WORK/node_exporter.log"
+start_node_exporter "$(dirname "$0")/../tests/fixtures/host" "$port" "$work/node_exporter.log"
 pid=$!
-PIDS+=("$pid")
-ready "http://127.0.0.1:$port/metrics"
+pids+=("$pid")
+wait_for_http --pid "$pid" --log "$work/node_exporter.log" 20 "http://127.0.0.1:$port/metrics"
 ne_version=$(prometheus-node-exporter --version 2>&1)
 run "node_exporter $(grep -Eo -m 1 'version [0-9.]+' <<<"$ne_version") (Go net/http)" \
   "$pid" "http://127.0.0.1:$port/metrics" node_ 50

@@ -19,30 +19,25 @@ runs=${RUNS:-20}
 window=${WINDOW:-20}
 accelmon=$build/accelmon
 export NODE_PATH=${NODE_PATH:-$build/browser-driver/node_modules}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon"
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-web=$(free_port)
-grpc=$(free_port)
-base="http://127.0.0.1:$web"
-"$accelmon" exporter --web.listen-address "127.0.0.1:$web" --grpc.listen-address "127.0.0.1:$grpc" \
-  --grpc.max-reports-per-second 1000 >"$work/exporter.log" 2>&1 &
-exporter=$!
-pids+=("$exporter")
-until curl -fs "$base/readyz" >/dev/null; do sleep 0.05; done
-"$accelmon" loadgen --exporter.address "127.0.0.1:$grpc" --nodes "$nodes" --interval 1s \
+exporter_max_reports=1000 start_exporter exporter
+exporter=$exporter_pid
+base="http://127.0.0.1:$web_port"
+wait_for_http --pid "$exporter" --log "$work/exporter.log" 30 "$base/readyz"
+"$accelmon" loadgen --exporter.address "127.0.0.1:$grpc_port" --nodes "$nodes" --interval 1s \
   --duration 1h >"$work/loadgen.log" 2>&1 &
-pids+=($!)
-until [ "$(curl -fs "$base/api/v1/status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["nodes"])')" -ge "$nodes" ]; do
-  sleep 0.5
-done
+loadgen=$!
+pids+=("$loadgen")
+all_nodes_in() { # whether the exporter's status counts all $nodes loadgen nodes
+  local status
+  status=$(curl -fs "$base/api/v1/status") || return 1
+  [ "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["summary"]["nodes"])' <<<"$status")" -ge "$nodes" ]
+}
+wait_until --pid "$loadgen" --log "$work/loadgen.log" --every 0.5 120 \
+  "all $nodes loadgen nodes in $base/api/v1/status" all_nodes_in
 
 size() { curl -fs -o /dev/null -w '%{size_download}' "$@"; }
 median_ms() { # URL -> median of RUNS curl total times, in ms
@@ -58,13 +53,12 @@ metrics_bytes=$(size "$base/metrics")
 json_ms=$(median_ms "$base/api/v1/status")
 metrics_ms=$(median_ms "$base/metrics")
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$exporter/stat"; }
-cpu_over_window() { # -> CPU seconds per second over WINDOW
+cpu_over_window() { # -> the exporter's CPU seconds per second over WINDOW
   local before after
-  before=$(cpu_ticks)
+  before=$(cpu_ticks "$exporter")
   sleep "$window"
-  after=$(cpu_ticks)
-  awk -v b="$before" -v a="$after" -v w="$window" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.3f", (a - b) / hz / w }'
+  after=$(cpu_ticks "$exporter")
+  awk -v b="$before" -v a="$after" -v w="$window" -v hz="$hz" 'BEGIN { printf "%.3f", (a - b) / hz / w }'
 }
 idle_cpu=$(cpu_over_window)
 browser=$(BASE=$base NODES=$nodes node bench/status_page_bench.js)
