@@ -13,6 +13,7 @@
 #include "support/http_get.h"
 #include "support/loopback_exporter.h"
 #include "support/prom_text.h"
+#include "support/report_tap.h"
 #include "support/wait.h"
 
 namespace accelmon {
@@ -39,25 +40,6 @@ collectors::CollectorSet FixtureCollectors(int sim_devices) {
 
 using testing::WaitFor;
 
-// Keeps every report the agent hands to its uplink.
-class Tap {
- public:
-  std::function<void(const v1::NodeReport&)> Observer() {
-    return [this](const v1::NodeReport& r) {
-      std::lock_guard lock(mu_);
-      reports_.push_back(r);
-    };
-  }
-  std::vector<v1::NodeReport> reports() {
-    std::lock_guard lock(mu_);
-    return reports_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<v1::NodeReport> reports_;
-};
-
 TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
   LoopbackExporter exporter;
   ASSERT_GT(exporter.grpc_port(), 0);
@@ -65,7 +47,7 @@ TEST(AgentExporter, MetricsShowExactlyWhatTheAgentSent) {
 
   Uplink uplink(UplinkOptions{.exporter_address = exporter.grpc_address()});
   Agent agent(AgentOptions{.node = "it-node", .interval = 50ms}, FixtureCollectors(4), uplink);
-  Tap tap;
+  testing::ReportTap tap;
   agent.set_report_observer(tap.Observer());
   uplink.Start();
   agent.Start();
@@ -149,7 +131,7 @@ TEST(AgentExporter, AgentRidesOutAnExporterRestartWithoutLosingReports) {
   Uplink uplink(
       UplinkOptions{.exporter_address = port.address(), .min_backoff = 20ms, .max_backoff = 200ms});
   Agent agent(AgentOptions{.node = "restart-node", .interval = 20ms}, FixtureCollectors(2), uplink);
-  Tap tap;
+  testing::ReportTap tap;
   agent.set_report_observer(tap.Observer());
   uplink.Start();
   agent.Start();

@@ -23,6 +23,7 @@
 #include "support/log_capture.h"
 #include "support/loopback_exporter.h"
 #include "support/prom_text.h"
+#include "support/report_tap.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
 
@@ -102,30 +103,6 @@ void AddClaim(::v1::ContainerResources& c, const std::string& ns, const std::str
   return r;
 }
 
-// Every report the agent hands to its uplink, in order.
-class Reports {
- public:
-  std::function<void(const v1::NodeReport&)> Observer() {
-    return [this](const v1::NodeReport& r) {
-      std::lock_guard lock(mu_);
-      reports_.push_back(r);
-    };
-  }
-  size_t size() {
-    std::lock_guard lock(mu_);
-    return reports_.size();
-  }
-  std::optional<v1::NodeReport> At(size_t i) {
-    std::lock_guard lock(mu_);
-    if (i >= reports_.size()) return std::nullopt;
-    return reports_[i];
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<v1::NodeReport> reports_;
-};
-
 // "ns/pod/container[claim]" of each POD holder of the device with `index`.
 std::vector<std::string> PodHolders(const v1::NodeReport& r, uint32_t index) {
   std::vector<std::string> out;
@@ -180,44 +157,23 @@ class DraAttribution : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  // The exporter's latest report once it satisfies `pred`.
-  std::optional<v1::NodeReport> WaitForExporter(std::function<bool(const v1::NodeReport&)> pred) {
-    std::optional<v1::NodeReport> found;
-    WaitFor(
-        [&] {
-          const auto nodes = exporter_.store().Snapshot(std::chrono::system_clock::now());
-          if (nodes.empty() || !pred(*nodes[0].report)) return false;
-          found = *nodes[0].report;
-          return true;
-        },
-        20s);
-    return found;
-  }
-  // The report the first List call serving `generation` contributed to.
-  std::optional<v1::NodeReport> FirstReportServing(int generation) {
-    std::optional<size_t> index;
-    WaitFor(
-        [&] {
-          for (const auto& s : kubelet_->served()) {
-            if (s.generation == generation) {
-              index = s.reports_before;
-              return reports_.size() > s.reports_before;
-            }
-          }
-          return false;
-        },
-        20s);
-    return index ? reports_.At(*index) : std::nullopt;
-  }
   std::vector<testing::Sample> Scrape() {
     const auto scrape = testing::HttpGet("127.0.0.1", exporter_.web_port(), "/metrics");
     EXPECT_EQ(scrape.status, 200);
     return testing::ParseExposition(scrape.body);
   }
 
+  std::optional<v1::NodeReport> WaitForExporter(
+      const std::function<bool(const v1::NodeReport&)>& pred) {
+    return testing::WaitForLatestReport(exporter_, pred, 20s);
+  }
+  std::optional<v1::NodeReport> FirstReportServing(int generation) {
+    return testing::FirstReportServing(*kubelet_, reports_, generation, 20s);
+  }
+
   std::string dir_, socket_;
   testing::LoopbackExporter exporter_;
-  Reports reports_;
+  testing::ReportTap reports_;
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<Uplink> uplink_;
   std::unique_ptr<Agent> agent_;

@@ -29,6 +29,7 @@
 #include "support/log_capture.h"
 #include "support/loopback_exporter.h"
 #include "support/prom_text.h"
+#include "support/report_tap.h"
 #include "support/temp_dir.h"
 #include "support/wait.h"
 
@@ -63,30 +64,6 @@ struct Assignment {
   }
   return response;
 }
-
-// Every report the agent hands to its uplink, in order.
-class Tap {
- public:
-  std::function<void(const v1::NodeReport&)> Observer() {
-    return [this](const v1::NodeReport& r) {
-      std::lock_guard lock(mu_);
-      reports_.push_back(r);
-    };
-  }
-  size_t size() {
-    std::lock_guard lock(mu_);
-    return reports_.size();
-  }
-  std::optional<v1::NodeReport> At(size_t i) {
-    std::lock_guard lock(mu_);
-    if (i >= reports_.size()) return std::nullopt;
-    return reports_[i];
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<v1::NodeReport> reports_;
-};
 
 // (namespace/pod/container) of each device's POD holders, "" for none.
 std::vector<std::string> PodsPerDevice(const v1::NodeReport& r) {
@@ -153,39 +130,18 @@ class KubeletAttribution : public ::testing::Test {
         10s);
     return latest;
   }
-  // Waits for the exporter's latest report to satisfy `pred`; returns it.
-  std::optional<v1::NodeReport> WaitForExporter(std::function<bool(const v1::NodeReport&)> pred) {
-    std::optional<v1::NodeReport> found;
-    WaitFor(
-        [&] {
-          const auto nodes = exporter_.store().Snapshot(std::chrono::system_clock::now());
-          if (nodes.empty() || !pred(*nodes[0].report)) return false;
-          found = *nodes[0].report;
-          return true;
-        },
-        10s);
-    return found;
+
+  std::optional<v1::NodeReport> WaitForExporter(
+      const std::function<bool(const v1::NodeReport&)>& pred) {
+    return testing::WaitForLatestReport(exporter_, pred, 10s);
   }
-  // The report the first List call serving `generation` contributed to.
   std::optional<v1::NodeReport> FirstReportServing(int generation) {
-    std::optional<size_t> index;
-    WaitFor(
-        [&] {
-          for (const auto& s : kubelet_->served()) {
-            if (s.generation == generation) {
-              index = s.reports_before;
-              return tap_.size() > s.reports_before;
-            }
-          }
-          return false;
-        },
-        10s);
-    return index ? tap_.At(*index) : std::nullopt;
+    return testing::FirstReportServing(*kubelet_, tap_, generation, 10s);
   }
 
   std::string dir_, socket_;
   testing::LoopbackExporter exporter_;
-  Tap tap_;
+  testing::ReportTap tap_;
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<Uplink> uplink_;
   std::unique_ptr<Agent> agent_;

@@ -25,6 +25,8 @@
 #include "support/http_get.h"
 #include "support/loopback_exporter.h"
 #include "support/prom_text.h"
+#include "support/report_tap.h"
+#include "support/temp_dir.h"
 #include "support/wait.h"
 
 namespace accelmon {
@@ -42,54 +44,8 @@ constexpr uint64_t kGiB = 1ULL << 30;
 
 using testing::WaitFor;
 
-// A directory of its own, short enough for a Unix socket path.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/accelmon-push-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// Reports the agent handed to its uplink, by timestamp.
-class Tap {
- public:
-  std::function<void(const v1::NodeReport&)> Observer() {
-    return [this](const v1::NodeReport& r) {
-      std::lock_guard lock(mu_);
-      reports_.push_back(r);
-    };
-  }
-  // The report /metrics shows, found by its timestamp.
-  std::optional<v1::NodeReport> At(double timestamp) {
-    std::lock_guard lock(mu_);
-    for (const auto& r : reports_) {
-      // The exposition prints 16 significant digits; reports are 50 ms apart.
-      if (std::abs(static_cast<double>(r.timestamp().seconds()) +
-                   static_cast<double>(r.timestamp().nanos()) / 1e9 - timestamp) < 1e-3) {
-        return r;
-      }
-    }
-    return std::nullopt;
-  }
-  std::optional<v1::NodeReport> First() {
-    std::lock_guard lock(mu_);
-    if (reports_.empty()) return std::nullopt;
-    return reports_.front();
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<v1::NodeReport> reports_;
-};
-
 TEST(AllocatorPush, ProcessSeriesAndDerivedValuesOverTheRealSocket) {
-  TempDir dir;
+  testing::TempDir dir("accelmon-push");
   const std::string socket_path = dir.path() + "/agent.sock";
   collectors::PushStore store({.max_processes_per_device = 64, .expire_after = 2s});
   PushService service({.socket_path = socket_path}, store);
@@ -107,13 +63,13 @@ TEST(AllocatorPush, ProcessSeriesAndDerivedValuesOverTheRealSocket) {
   list.push_back(std::make_unique<collectors::PushCollector>(store));
   Agent agent(AgentOptions{.node = "push-node", .interval = 50ms},
               collectors::CollectorSet(std::move(list)), uplink);
-  Tap tap;
+  testing::ReportTap tap;
   agent.set_report_observer(tap.Observer());
   uplink.Start();
   agent.Start();
 
-  ASSERT_TRUE(WaitFor([&] { return tap.First().has_value(); }, 10s));
-  const std::string uuid = tap.First()->devices(1).identity().uuid();
+  ASSERT_TRUE(WaitFor([&] { return tap.At(0).has_value(); }, 10s));
+  const std::string uuid = tap.At(0)->devices(1).identity().uuid();
   const std::map<std::string, std::string> device{{"node", "push-node"}, {"uuid", uuid}};
   const std::string pid = std::to_string(getpid());
 
@@ -170,7 +126,8 @@ TEST(AllocatorPush, ProcessSeriesAndDerivedValuesOverTheRealSocket) {
 
   // The device values derive from the device's free memory, the simulated job's process and
   // ours, in the very report /metrics shows.
-  const auto shown = tap.At(*FindValue(samples, "accelmon_node_last_report_timestamp_seconds"));
+  const auto shown =
+      tap.WithTimestamp(*FindValue(samples, "accelmon_node_last_report_timestamp_seconds"));
   ASSERT_TRUE(shown.has_value());
   const v1::DeviceTelemetry& d = shown->devices(1);
   ASSERT_EQ(d.processes_size(), 2) << "the simulated job's process and ours";
@@ -194,7 +151,8 @@ TEST(AllocatorPush, ProcessSeriesAndDerivedValuesOverTheRealSocket) {
       15s));
   EXPECT_EQ(testing::CountSamples(samples, "accelmon_process_memory_reserved_bytes"), 2u)
       << "one simulated process per device";
-  const auto later = tap.At(*FindValue(samples, "accelmon_node_last_report_timestamp_seconds"));
+  const auto later =
+      tap.WithTimestamp(*FindValue(samples, "accelmon_node_last_report_timestamp_seconds"));
   ASSERT_TRUE(later.has_value());
   EXPECT_EQ(later->devices(1).processes_size(), 1);
   EXPECT_DOUBLE_EQ(*FindValue(samples, "accelmon_device_memory_fragmentation_ratio", device),
@@ -234,7 +192,7 @@ std::string StartError(const std::string& path, bool create_directory = false) {
 }
 
 TEST(AllocatorPush, StaleSocketReplacedLiveSocketOrOtherFileLeftAlone) {
-  TempDir dir;
+  testing::TempDir dir("accelmon-push");
   const std::string path = dir.path() + "/agent.sock";
 
   BindUnix(path, /*listening=*/false);  // an agent that died left its socket behind

@@ -4,8 +4,10 @@
 #include <grpcpp/server_builder.h>
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
+#include <cstring>
+
+#include "collectors/file_reader.h"
+#include "support/wait.h"
 
 namespace accelmon::testing {
 
@@ -76,11 +78,12 @@ grpc::Status FakeKubelet::List(grpc::ServerContext* /*context*/,
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, 10s, [&] { return !hanging_; });
   if (!file_.empty()) {
-    std::ifstream in(file_);
-    std::stringstream text;
-    text << in.rdbuf();
-    if (!in) return {grpc::StatusCode::UNAVAILABLE, "cannot read " + file_.string()};
-    const auto status = google::protobuf::util::JsonStringToMessage(text.str(), response);
+    std::string text;
+    if (const int error = collectors::TryReadTextFile(file_, text); error != 0) {
+      return {grpc::StatusCode::UNAVAILABLE,
+              "cannot read " + file_.string() + ": " + std::strerror(error)};
+    }
+    const auto status = google::protobuf::util::JsonStringToMessage(text, response);
     if (!status.ok()) {
       return {grpc::StatusCode::INTERNAL, file_.string() + ": " + status.ToString()};
     }
@@ -112,6 +115,24 @@ grpc::Status FakeKubelet::List(grpc::ServerContext* /*context*/,
   }
   served_.push_back({generation_, reports_so_far_()});
   return grpc::Status::OK;
+}
+
+std::optional<v1::NodeReport> FirstReportServing(FakeKubelet& kubelet, ReportTap& tap,
+                                                 int generation,
+                                                 std::chrono::milliseconds timeout) {
+  std::optional<size_t> index;
+  WaitFor(
+      [&] {
+        for (const auto& s : kubelet.served()) {
+          if (s.generation == generation) {
+            index = s.reports_before;
+            return tap.size() > s.reports_before;
+          }
+        }
+        return false;
+      },
+      timeout);
+  return index ? tap.At(*index) : std::nullopt;
 }
 
 }  // namespace accelmon::testing

@@ -8,15 +8,18 @@
 
 #include <grpcpp/server.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "k8s/podresources/v1/api.grpc.pb.h"
+#include "support/report_tap.h"
 
 namespace accelmon::testing {
 
@@ -67,5 +70,10 @@ class FakeKubelet final : public ::v1::PodResourcesLister::Service {
   bool hanging_ = false;
   std::vector<Served> served_;
 };
+
+// The report the first List call serving `generation` contributed to (the one the agent handed
+// on after it), once `tap` has it; nothing when no call served it within `timeout`.
+std::optional<v1::NodeReport> FirstReportServing(FakeKubelet& kubelet, ReportTap& tap,
+                                                 int generation, std::chrono::milliseconds timeout);
 
 }  // namespace accelmon::testing
