@@ -101,6 +101,15 @@ CollectorConfig AgentConfig(bool attribution) {
   return config;
 }
 
+// The NVML collector over the test library; nothing, and the benchmark skipped with the reason,
+// when it cannot load.
+std::unique_ptr<accelmon::collectors::Collector> NvmlOrSkip(benchmark::State& state) {
+  std::string why_not;
+  auto nvml = accelmon::collectors::CreateNvmlCollector(FAKE_NVML_PATH, &why_not);
+  if (!nvml) state.SkipWithError(why_not.c_str());
+  return nvml;
+}
+
 accelmon::v1::NodeReport NewReport(uint64_t seq) {
   accelmon::v1::NodeReport report;
   report.set_node("bench");
@@ -137,12 +146,8 @@ BENCHMARK(BM_AgentCycle)
 // (arg 0) or 8 processes per GPU (arg 1): the cost of listing them into the report.
 void BM_NvmlCollector(benchmark::State& state) {
   ScriptFakeNvml(state.range(0) != 0);
-  std::string why_not;
-  auto nvml = accelmon::collectors::CreateNvmlCollector(FAKE_NVML_PATH, &why_not);
-  if (!nvml) {
-    state.SkipWithError(why_not.c_str());
-    return;
-  }
+  auto nvml = NvmlOrSkip(state);
+  if (!nvml) return;
   uint64_t seq = 0;
   for (auto _ : state) {
     accelmon::v1::NodeReport report = NewReport(++seq);
@@ -166,12 +171,8 @@ void BM_NvmlCollectorGpm(benchmark::State& state) {
     FakeNvml().Function<void (*)(int, const char*, double)>("fake_nvml_set_value")(
         -1, "gpm.supported", 0);
   }
-  std::string why_not;
-  auto nvml = accelmon::collectors::CreateNvmlCollector(FAKE_NVML_PATH, &why_not);
-  if (!nvml) {
-    state.SkipWithError(why_not.c_str());
-    return;
-  }
+  auto nvml = NvmlOrSkip(state);
+  if (!nvml) return;
   uint64_t seq = 0;
   {
     accelmon::v1::NodeReport first = NewReport(++seq);  // GPM's first sample: no interval yet

@@ -22,6 +22,16 @@ Exporter::Exporter(ExporterOptions options)
 
 Exporter::~Exporter() { Stop(); }
 
+bool Exporter::StartOrLog() {
+  try {
+    Start();
+    return true;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return false;
+  }
+}
+
 void Exporter::Start() {
   RouteProtobufLogsToSpdlog();  // a client sending bad UTF-8 must not flood the log
   stats_.config_reload_success_seconds =

@@ -54,6 +54,9 @@ class Exporter {
   // Opens the recording (when configured), binds both ports and starts serving. Throws
   // std::runtime_error with a one-line reason.
   void Start();
+  // Start() for a command: false, with the reason logged, when it cannot start (a port in use, a
+  // recording that cannot be opened), which the command exits 1 for.
+  bool StartOrLog();
   // Stops accepting, ends open streams, closes the recording, and stops serving HTTP.
   void Stop();
 

@@ -1,7 +1,5 @@
 #include "daemon/exporter/exporter_command.h"
 
-#include <spdlog/spdlog.h>
-
 #include <memory>
 
 #include "daemon/common/exit_codes.h"
@@ -19,12 +17,7 @@ int RunExporter(ExporterFlags& flags, const ExporterFlags& defaults) {
   if (!options) return kExitUsage;
   const sigset_t signals = BlockShutdownSignals();
   Exporter exporter(std::move(*options));
-  try {
-    exporter.Start();
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return kExitFailure;
-  }
+  if (!exporter.StartOrLog()) return kExitFailure;
   // Both ports listen (and the recording is open): systemd may start what depends on us.
   SdNotify("READY=1\nSTATUS=serving /metrics and agent streams");
   std::unique_ptr<ExporterReloader> reloader;

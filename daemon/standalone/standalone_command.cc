@@ -1,7 +1,5 @@
 #include "daemon/standalone/standalone_command.h"
 
-#include <spdlog/spdlog.h>
-
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -32,12 +30,7 @@ int RunStandalone(StandaloneCommand& c, const StandaloneCommand& defaults) {
   Push push;  // outlives the agent and its collectors
   if (!StartPush(c.collectors, push)) return kExitUsage;
   Exporter exporter(std::move(*options));
-  try {
-    exporter.Start();
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    return kExitFailure;
-  }
+  if (!exporter.StartOrLog()) return kExitFailure;
   Uplink uplink(
       UplinkOptions{.exporter_address = "127.0.0.1:" + std::to_string(exporter.grpc_port())});
   Agent agent(ToAgentOptions(c.collectors),
