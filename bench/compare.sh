@@ -10,15 +10,15 @@
 # 0.9-1.1 as unchanged, or run it twice.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: $0 OLD_BUILD NEW_BUILD" >&2; exit 2; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.."
 for build in "$1" "$2"; do
-  for binary in accelmon bench/render_bench bench/parse_bench bench/remote_write_load; do
-    [ -x "$build/$binary" ] || { echo "$0: $build/$binary is missing: run 'cmake --build $build --target benchmarks'" >&2; exit 2; }
-  done
+  need_binary "$build/accelmon" "$build/bench/render_bench" "$build/bench/parse_bench" \
+    "$build/bench/remote_write_load"
 done
-old=$(mktemp)
-new=$(mktemp)
-trap 'rm -f "$old" "$new"' EXIT
+old=$work/old.tsv
+new=$work/new.tsv
 echo "## Old: $1"
 BENCH_RESULTS=$old KEEP_RESULTS=1 bash bench/goals.sh "$1"
 echo

@@ -15,10 +15,9 @@ accelmon=$build/accelmon
 scenarios=${SCENARIOS:-$root/tests/fixtures/scenarios}
 duration=${DURATION:-75m}
 interval=${INTERVAL:-10s}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-[ -x "$accelmon" ] || { echo "no $accelmon: build it first (ninja -C BUILD_DIR accelmon)" >&2; exit 2; }
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon"
 for scenario in "$scenarios"/*.yaml; do
   name=$(basename "$scenario" .yaml)
   if ! grep -q '^expect:' "$scenario"; then

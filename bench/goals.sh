@@ -13,12 +13,13 @@
 # `make bench` runs the same scripts in full and ends with the same table; bench/compare.sh runs
 # this for two builds and prints each goal's measure new/old.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 build=${1:-build}
 cd "$(dirname "$0")/.."
-BENCH_RESULTS=${BENCH_RESULTS:-$(mktemp)}
+BENCH_RESULTS=${BENCH_RESULTS:-$work/results.tsv}
 export BENCH_RESULTS
-keep_results=${KEEP_RESULTS:-}
-[ -n "$keep_results" ] || trap 'rm -f "$BENCH_RESULTS"' EXIT
+[ -n "${KEEP_RESULTS:-}" ] || scratch+=("$BENCH_RESULTS")
 
 FLEET_SIZES=4000 UPTIME_SECONDS=0 bash bench/ingest_vs_echo.sh "$build"
 bash bench/ingest_vs_vm.sh "$build"

@@ -8,7 +8,8 @@
 #   wait_for_log, wait_for_output; no bench waits on anything without a deadline;
 # - free_port, nth_port; start_exporter (an exporter on ports the kernel picks) and
 #   start_node_exporter (the one definition of node_exporter's equivalent collectors);
-# - readers of a process's CPU and memory, arithmetic, bytes on disk, promtool's backfill;
+# - readers of a process's CPU and memory, arithmetic, bytes on disk, promtool's backfill and
+#   the TSDB's sizes;
 # - record_result KEY VALUE: one measured value for bench/goals.py's table ($BENCH_RESULTS).
 # bench/ stands alone: it does not source tests/e2e/lib.sh, whose helpers these follow.
 # The scripts run under `set -euo pipefail`; nothing here pipes into a reader that stops early.
@@ -45,10 +46,12 @@ die() {
   exit 1
 }
 
-need_binary() { # need_binary PATH...: each an executable file, or die saying how to build it
+need_binary() { # need_binary PATH...: each an executable file, or exit 2 saying how to build it
   local f
   for f in "$@"; do
-    [ -x "$f" ] || die "$f is missing: build it first (cmake --build BUILD_DIR --target benchmarks)"
+    [ -x "$f" ] && continue
+    echo "$(basename "$0"): $f is missing: build it first (cmake --build BUILD_DIR --target benchmarks)" >&2
+    exit 2
   done
 }
 need_command() { # need_command NAME...: each on PATH, or die
@@ -194,19 +197,20 @@ now() { date +%s.%N; }
 calc() { awk "BEGIN { printf \"$1\", $2 }"; } # calc FORMAT EXPRESSION
 bytes_of() { find "$@" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; } # bytes_of FIND-ARGS...
 
-# backfill_tsdb OM_DIR TSDB_DIR: every OpenMetrics file of OM_DIR into Prometheus's TSDB by
-# promtool; sets om_samples (sample lines), tsdb_blocks, tsdb_bytes (without the WAL),
-# tsdb_chunks and tsdb_index.
-backfill_tsdb() {
+# The same samples in Prometheus's TSDB: `accelmon replay --openmetrics` writes OM_DIR, then
+om_samples() { cat "$1"/*.om | grep -vc '^#'; } # om_samples OM_DIR: its sample lines
+backfill_tsdb() { # backfill_tsdb OM_DIR TSDB_DIR: every file of OM_DIR into blocks, by promtool
   local f
-  om_samples=$(cat "$1"/*.om | grep -vc '^#')
   for f in "$1"/*.om; do
     promtool tsdb create-blocks-from openmetrics --quiet "$f" "$2" >/dev/null
   done
-  tsdb_blocks=$(find "$2" -mindepth 2 -maxdepth 2 -name meta.json | wc -l)
-  tsdb_bytes=$(bytes_of "$2" -path '*/wal/*' -prune -o -type f)
-  tsdb_chunks=$(bytes_of "$2" -path '*/chunks/*')
-  tsdb_index=$(bytes_of "$2" -name index)
+}
+# tsdb_sizes TSDB_DIR: sets tsdb_blocks, tsdb_bytes (all but the WAL), tsdb_chunks, tsdb_index.
+tsdb_sizes() {
+  tsdb_blocks=$(find "$1" -mindepth 2 -maxdepth 2 -name meta.json | wc -l)
+  tsdb_bytes=$(bytes_of "$1" -path '*/wal/*' -prune -o -type f)
+  tsdb_chunks=$(bytes_of "$1" -path '*/chunks/*')
+  tsdb_index=$(bytes_of "$1" -name index)
 }
 
 # record_result KEY VALUE: appends one measured value to $BENCH_RESULTS (when set), from which

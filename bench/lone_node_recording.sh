@@ -9,29 +9,21 @@
 # samples in both stores. ACCELMON=path runs another accelmon binary (an older one, say) instead
 # of BUILD_DIR/accelmon.
 set -euo pipefail
-source "$(dirname "$0")/results.sh"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 build=${1:-build}
 seconds=${2:-60}
 accelmon=${ACCELMON:-$build/accelmon}
-command -v promtool >/dev/null || { echo "promtool is not on PATH" >&2; exit 1; }
-work=$(mktemp -d)
-pid=
-cleanup() {
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-bytes_of() { find "$@" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+need_binary "$accelmon"
+need_command promtool
 
 "$accelmon" standalone --sim 8 --collect.interval 100ms --record.dir "$work/rec" \
   --web.listen-address 127.0.0.1:0 --node.name lone-node >"$work/standalone.log" 2>&1 &
 pid=$!
+pids+=("$pid")
 # A benchmark's fixed duration, not a test's wait: the recording is what it wrote in that time.
 sleep "$seconds"
-kill -TERM "$pid"
-wait "$pid" || { echo "standalone failed:" >&2; tail -n 20 "$work/standalone.log" >&2; exit 1; }
-pid=
+stop_ok "$pid" standalone "$work/standalone.log"
 
 "$accelmon" record verify "$work/rec" >/dev/null
 inspect=$("$accelmon" record inspect "$work/rec")
@@ -41,14 +33,10 @@ segments=$(find "$work/rec" -name '*.seg' | wc -l)
 rec_bytes=$(bytes_of "$work/rec" -name '*.seg')
 
 "$accelmon" replay "$work/rec" --openmetrics "$work/om" >/dev/null
-samples=$(cat "$work"/om/*.om | grep -vc '^#')
-for f in "$work"/om/*.om; do
-  promtool tsdb create-blocks-from openmetrics --quiet "$f" "$work/tsdb" >/dev/null
-done
-blocks=$(find "$work/tsdb" -mindepth 2 -maxdepth 2 -name meta.json | wc -l)
-tsdb=$(bytes_of "$work/tsdb" -path '*/wal/*' -prune -o -type f)
-chunks=$(bytes_of "$work/tsdb" -path '*/chunks/*')
-index=$(bytes_of "$work/tsdb" -name index)
+samples=$(om_samples "$work/om")
+backfill_tsdb "$work/om" "$work/tsdb"
+tsdb_sizes "$work/tsdb"
+tsdb=$tsdb_bytes
 
 echo "Input: \`standalone --sim 8 --collect.interval 100ms\` for ${seconds} s ($("$accelmon" --version 2>/dev/null | sed -n 1p)):" \
   "$reports reports in $records records ($segments segment(s)), $samples samples" \
@@ -60,7 +48,7 @@ row() { # name bytes
   awk -v n="$1" -v b="$2" -v r="$reports" -v s="$samples" -v t="$tsdb" \
     'BEGIN { printf "| %s | %d | %.0f | %.2f | %.2f× |\n", n, b, b / r, b / s, b / t }'
 }
-row "Prometheus TSDB, $blocks block(s) (chunks $chunks, index $index)" "$tsdb"
+row "Prometheus TSDB, $tsdb_blocks block(s) (chunks $tsdb_chunks, index $tsdb_index)" "$tsdb"
 row "accelmon flight recording" "$rec_bytes"
 record_result lone_node_recording_bytes "$rec_bytes"
 record_result lone_node_tsdb_bytes "$tsdb"

@@ -17,12 +17,11 @@ set -euo pipefail
 build=${1:-build}
 input=${2:-}
 accelmon=$build/accelmon
-command -v promtool >/dev/null || { echo "promtool is not on PATH" >&2; exit 1; }
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+need_binary "$accelmon"
+need_command promtool
 
-bytes_of() { find "$@" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
-now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
 t=$(now)
@@ -49,19 +48,15 @@ per_record() { "$accelmon" record inspect "$1" | awk '/^Reports:/ { printf "%.0f
 t=$(now)
 "$accelmon" replay "$recording" --openmetrics "$work/om" >/dev/null
 t_replay=$(since "$t")
-samples=$(cat "$work"/om/*.om | grep -vc '^#')
+samples=$(om_samples "$work/om")
 # A sample line is SERIES VALUE TIMESTAMP; label values may hold spaces.
 series=$(cat "$work"/om/*.om | grep -v '^#' | sed -E 's/ [^ ]+ [^ ]+$//' | sort -u | wc -l)
 
 t=$(now)
-for f in "$work"/om/*.om; do
-  promtool tsdb create-blocks-from openmetrics --quiet "$f" "$work/tsdb" >/dev/null
-done
+backfill_tsdb "$work/om" "$work/tsdb"
 t_promtool=$(since "$t")
-blocks=$(find "$work/tsdb" -mindepth 2 -maxdepth 2 -name meta.json | wc -l)
-tsdb=$(bytes_of "$work/tsdb" -path '*/wal/*' -prune -o -type f)
-chunks=$(bytes_of "$work/tsdb" -path '*/chunks/*')
-index=$(bytes_of "$work/tsdb" -name index)
+tsdb_sizes "$work/tsdb"
+tsdb=$tsdb_bytes
 
 zstd_bytes=$(bytes_of "$recording" -name '*.seg')
 none_bytes=$(bytes_of "$work/rec-none" -name '*.seg')
@@ -77,7 +72,7 @@ echo "Input: ${made:-$input}: $reports reports, $series series, $samples samples
 echo
 echo "| store (same samples, same run) | bytes | bytes/sample | vs TSDB |"
 echo "| --- | --- | --- | --- |"
-row "Prometheus TSDB, $blocks block(s) (chunks $chunks, index $index)" "$tsdb"
+row "Prometheus TSDB, $tsdb_blocks block(s) (chunks $tsdb_chunks, index $tsdb_index)" "$tsdb"
 if [ -d "$input" ]; then
   row "accelmon recording as recorded ($(per_record "$input") reports/record)" \
     "$(bytes_of "$input" -name '*.seg')"

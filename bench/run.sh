@@ -3,11 +3,12 @@
 # bench/README.md (between <!-- bench:NAME --> markers) with them, stamped with the date, the
 # machine and its load, so the README always shows the latest same-run comparison.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
 build=${1:-build}
 cd "$(dirname "$0")/.."
 readme=bench/README.md
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+out=$work
 # The measured values behind the goals table at the end (bench/goals.py).
 export BENCH_RESULTS=$out/results.tsv
 
