@@ -70,9 +70,8 @@ std::vector<std::vector<diagnostics::SeriesPoint>> CollectSeries(
   return series;
 }
 
-}  // namespace
-
-int Diagnose(const DiagnoseOptions& o) {
+// Flag combinations that cannot work, said before anything is read: the exit code, or nothing.
+std::optional<int> RefuseOptions(const DiagnoseOptions& o) {
   const bool stdin_input = std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end();
   if (o.format == "html" && stdin_input) {
     std::fprintf(stderr,
@@ -84,34 +83,40 @@ int Diagnose(const DiagnoseOptions& o) {
     std::fprintf(stderr, "accelmon: --score prints text or json, not html\n");
     return kExitUsage;
   }
-  // Read before the (possibly long) run, so a bad file fails at once.
+  return std::nullopt;
+}
+
+// What the run needs from files, read before the (possibly long) run so that a bad one fails at
+// once: the expectations of --score, the thresholds and the rules.
+struct RunSetup {
   std::optional<diagnostics::Expectations> expectations;
-  if (!o.score.empty()) {
-    try {
-      expectations = diagnostics::LoadExpectations(o.score);
-    } catch (const diagnostics::ScoreError& e) {
-      std::fprintf(stderr, "accelmon: %s\n", e.what());
-      return kExitUsage;
-    }
-  }
   diagnostics::Config config;
-  if (!o.config.empty()) {
-    try {
-      config = diagnostics::LoadConfig(o.config);
-    } catch (const diagnostics::ConfigError& e) {
-      std::fprintf(stderr, "accelmon: %s\n", e.what());
-      return kExitUsage;
-    }
+  std::vector<diagnostics::RuleDefinition> rules;
+};
+
+std::optional<RunSetup> LoadSetup(const DiagnoseOptions& o) {
+  RunSetup setup;
+  try {
+    if (!o.score.empty()) setup.expectations = diagnostics::LoadExpectations(o.score);
+    if (!o.config.empty()) setup.config = diagnostics::LoadConfig(o.config);
+  } catch (const diagnostics::ScoreError& e) {
+    std::fprintf(stderr, "accelmon: %s\n", e.what());
+    return std::nullopt;
+  } catch (const diagnostics::ConfigError& e) {
+    std::fprintf(stderr, "accelmon: %s\n", e.what());
+    return std::nullopt;
   }
-  std::vector<diagnostics::RuleDefinition> rules(diagnostics::AllRules().begin(),
-                                                 diagnostics::AllRules().end());
+  setup.rules.assign(diagnostics::AllRules().begin(), diagnostics::AllRules().end());
   if (!o.rules.empty()) {
     auto selected = SelectRules(o.rules);
-    if (!selected) return kExitUsage;
-    rules = std::move(*selected);
+    if (!selected) return std::nullopt;
+    setup.rules = std::move(*selected);
   }
-  // The engine keeps pointers into `rules`: it lives as long.
-  diagnostics::Engine engine(config, rules);
+  return setup;
+}
+
+// Says which of the rules --rules names the config disables.
+void NoteDisabledRules(const DiagnoseOptions& o, const diagnostics::Engine& engine) {
   const std::vector<std::string> running = engine.rule_ids();
   for (const std::string& id : o.rules) {
     if (std::find(running.begin(), running.end(), id) == running.end()) {
@@ -119,12 +124,132 @@ int Diagnose(const DiagnoseOptions& o) {
                    o.config.empty() ? "the defaults" : o.config.c_str());
     }
   }
+}
 
+// What the input held, as the output's summary says it: nodes, time range, and the job's nodes
+// and devices with --job.
+class InputTally {
+ public:
+  explicit InputTally(std::string job) : job_(std::move(job)) {}
+
+  void Add(const v1::NodeReport& report) {
+    nodes_.insert(report.node());
+    if (!job_.empty()) {
+      for (const v1::DeviceTelemetry& d : report.devices()) {
+        if (diagnostics::DeviceJob(d) != job_) continue;
+        job_nodes_.insert(report.node());
+        job_devices_.emplace(report.node(), diagnostics::DeviceKey(d));
+      }
+    }
+    const int64_t t = ToNanos(report.timestamp());
+    if (!first_ns_ || t < *first_ns_) first_ns_ = t;
+    if (!last_ns_ || t > *last_ns_) last_ns_ = t;
+  }
+
+  void Fill(diagnostics::InputSummary& summary) const {
+    summary.nodes = nodes_.size();
+    summary.first_ns = first_ns_;
+    summary.last_ns = last_ns_;
+    if (!job_.empty()) {
+      summary.job = job_;
+      summary.job_nodes.assign(job_nodes_.begin(), job_nodes_.end());
+      summary.job_devices = job_devices_.size();
+    }
+  }
+
+ private:
+  const std::string job_;
+  std::set<std::string, std::less<>> nodes_;
+  std::set<std::string, std::less<>> job_nodes_;
+  std::set<std::pair<std::string, std::string>> job_devices_;  // node, device key
+  std::optional<int64_t> first_ns_, last_ns_;
+};
+
+// Runs every report of `reader` through `engine`, printing damage as the reader meets it: the
+// findings (closed ones as they close, then those still open) and the summary of the input.
+std::vector<v1::Finding> RunEngine(const DiagnoseOptions& o, recording::MergedReader& reader,
+                                   diagnostics::Engine& engine,
+                                   diagnostics::InputSummary& summary) {
+  std::vector<v1::Finding> findings;
+  engine.set_listener([&findings](diagnostics::Change change, const v1::Finding& f) {
+    if (change == diagnostics::Change::kClosed) findings.push_back(f);
+  });
+  Progress progress("diagnose", reader.bytes_total());
+  InputTally tally(o.job);
+  size_t damage_printed = 0;
+  const auto print_damage = [&](const std::vector<recording::DamageReport>& damage) {
+    for (; damage_printed < damage.size(); ++damage_printed) {
+      std::fprintf(stderr, "accelmon: %s\n", DescribeDamage(damage[damage_printed]).c_str());
+    }
+  };
+  while (const v1::NodeReport* report = reader.Next()) {
+    engine.Process(*report);
+    tally.Add(*report);
+    if (damage_printed < reader.damage().size()) {
+      progress.Clear();
+      print_damage(reader.damage());
+    }
+    progress.Update(reader.bytes_done(), reader.reports());
+  }
+  progress.Clear();
+  const recording::ReadSummary& read = reader.summary();
+  print_damage(read.damage);
+
+  for (v1::Finding& f : engine.OpenFindings()) findings.push_back(std::move(f));
+  tally.Fill(summary);
+  if (!o.job.empty()) {
+    std::erase_if(findings, [&](const v1::Finding& f) { return f.job() != o.job; });
+    if (summary.job_nodes.empty()) {
+      std::fprintf(stderr, "accelmon: note: no device in %s was held by job %s\n",
+                   summary.input.c_str(), o.job.c_str());
+    }
+  }
+  diagnostics::SortFindings(findings);
+  summary.reports = read.reports;
+  summary.duplicates = reader.duplicates();
+  summary.damaged_regions = read.damage.size();
+  summary.damaged_bytes = read.damaged_bytes();
+  summary.out_of_order = engine.stats().out_of_order;
+  return findings;
+}
+
+// The findings, or their score against the expectations, in the format asked for.
+void WriteOutput(std::ostream& out, const DiagnoseOptions& o, const RunSetup& setup,
+                 const std::vector<v1::Finding>& findings,
+                 const diagnostics::InputSummary& summary) {
+  if (setup.expectations) {
+    const diagnostics::Score score =
+        diagnostics::ComputeScore(*setup.expectations, findings, summary.first_ns.value_or(0));
+    if (o.format == "json") {
+      diagnostics::WriteScoreJson(out, score, summary.input);
+    } else {
+      diagnostics::WriteScoreText(out, score, summary.input);
+    }
+  } else if (o.format == "json") {
+    diagnostics::WriteJson(out, findings, summary);
+  } else if (o.format == "html") {
+    const auto series = CollectSeries(o.inputs, findings);
+    diagnostics::WriteHtml(out, findings, summary, series);
+  } else {
+    diagnostics::WriteText(out, findings, summary);
+  }
+}
+
+}  // namespace
+
+int Diagnose(const DiagnoseOptions& o) {
+  if (auto refused = RefuseOptions(o)) return *refused;
+  auto setup = LoadSetup(o);
+  if (!setup) return kExitUsage;
+  // The engine keeps pointers into `setup->rules`: it lives as long.
+  diagnostics::Engine engine(setup->config, setup->rules);
+  NoteDisabledRules(o, engine);
+
+  const bool stdin_input = std::find(o.inputs.begin(), o.inputs.end(), "-") != o.inputs.end();
   if (stdin_input && o.inputs.size() > 1) {
     std::fprintf(stderr, "accelmon: standard input (\"-\") can only be read alone\n");
     return kExitUsage;
   }
-  const std::string input_name = JoinInputs(o.inputs);
   auto reader = OpenRecordingInput(o.inputs);
   if (!reader) return kExitUsage;
 
@@ -138,82 +263,12 @@ int Diagnose(const DiagnoseOptions& o) {
     }
   }
 
-  std::vector<v1::Finding> findings;
-  engine.set_listener([&findings](diagnostics::Change change, const v1::Finding& f) {
-    if (change == diagnostics::Change::kClosed) findings.push_back(f);
-  });
-
-  Progress progress("diagnose", reader->bytes_total());
-  diagnostics::InputSummary summary{.input = input_name, .recordings = o.inputs.size()};
-  std::set<std::string, std::less<>> nodes;
-  std::set<std::string, std::less<>> job_nodes;
-  std::set<std::pair<std::string, std::string>> job_devices;  // node, device key
-  size_t damage_printed = 0;
-  while (const v1::NodeReport* report = reader->Next()) {
-    engine.Process(*report);
-    if (nodes.find(report->node()) == nodes.end()) nodes.insert(report->node());
-    if (!o.job.empty()) {
-      for (const v1::DeviceTelemetry& d : report->devices()) {
-        if (diagnostics::DeviceJob(d) != o.job) continue;
-        if (job_nodes.find(report->node()) == job_nodes.end()) job_nodes.insert(report->node());
-        job_devices.emplace(report->node(), diagnostics::DeviceKey(d));
-      }
-    }
-    const int64_t t = ToNanos(report->timestamp());
-    if (!summary.first_ns || t < *summary.first_ns) summary.first_ns = t;
-    if (!summary.last_ns || t > *summary.last_ns) summary.last_ns = t;
-    const auto& damage = reader->damage();
-    if (damage_printed < damage.size()) {
-      progress.Clear();
-      for (; damage_printed < damage.size(); ++damage_printed) {
-        std::fprintf(stderr, "accelmon: %s\n", DescribeDamage(damage[damage_printed]).c_str());
-      }
-    }
-    progress.Update(reader->bytes_done(), reader->reports());
-  }
-  progress.Clear();
-  const recording::ReadSummary& read = reader->summary();
-  for (; damage_printed < read.damage.size(); ++damage_printed) {
-    std::fprintf(stderr, "accelmon: %s\n", DescribeDamage(read.damage[damage_printed]).c_str());
-  }
-
-  for (v1::Finding& f : engine.OpenFindings()) findings.push_back(std::move(f));
-  if (!o.job.empty()) {
-    std::erase_if(findings, [&](const v1::Finding& f) { return f.job() != o.job; });
-    summary.job = o.job;
-    summary.job_nodes.assign(job_nodes.begin(), job_nodes.end());
-    summary.job_devices = job_devices.size();
-    if (job_nodes.empty()) {
-      std::fprintf(stderr, "accelmon: note: no device in %s was held by job %s\n",
-                   input_name.c_str(), o.job.c_str());
-    }
-  }
-  diagnostics::SortFindings(findings);
-  summary.reports = read.reports;
-  summary.duplicates = reader->duplicates();
-  summary.nodes = nodes.size();
-  summary.damaged_regions = read.damage.size();
-  summary.damaged_bytes = read.damaged_bytes();
-  summary.out_of_order = engine.stats().out_of_order;
-  reader.reset();  // `read` goes with it; `summary` has what is still needed
+  diagnostics::InputSummary summary{.input = JoinInputs(o.inputs), .recordings = o.inputs.size()};
+  const std::vector<v1::Finding> findings = RunEngine(o, *reader, engine, summary);
+  reader.reset();  // the summary has what is still needed
 
   std::ostream& out = o.output == "-" ? std::cout : file;
-  if (expectations) {
-    const diagnostics::Score score =
-        diagnostics::ComputeScore(*expectations, findings, summary.first_ns.value_or(0));
-    if (o.format == "json") {
-      diagnostics::WriteScoreJson(out, score, input_name);
-    } else {
-      diagnostics::WriteScoreText(out, score, input_name);
-    }
-  } else if (o.format == "json") {
-    diagnostics::WriteJson(out, findings, summary);
-  } else if (o.format == "html") {
-    const auto series = CollectSeries(o.inputs, findings);
-    diagnostics::WriteHtml(out, findings, summary, series);
-  } else {
-    diagnostics::WriteText(out, findings, summary);
-  }
+  WriteOutput(out, o, *setup, findings, summary);
   out.flush();
   if (!out) {
     std::fprintf(stderr, "accelmon: %s: write failed\n",
@@ -231,7 +286,7 @@ int Diagnose(const DiagnoseOptions& o) {
     std::fprintf(stderr,
                  "accelmon: %s: %llu damaged region(s), %s lost; the findings cover everything "
                  "else\n",
-                 input_name.c_str(), static_cast<unsigned long long>(summary.damaged_regions),
+                 summary.input.c_str(), static_cast<unsigned long long>(summary.damaged_regions),
                  HumanBytes(summary.damaged_bytes).c_str());
     return kExitFailure;
   }
