@@ -447,68 +447,77 @@ void SimCollector::AddCommunicators(v1::NodeReport& report, int64_t now_ns) {
   }
 }
 
-void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double dt_s,
-                        v1::DeviceTelemetry& out) {
-  // What this tick's faults do to this device. Faults only change values after the healthy
-  // simulation drew its random numbers, so every draw happens as without them.
+// What this tick's active faults do to one device. Faults only change values after the healthy
+// simulation drew its random numbers, so every draw happens as without them.
+struct SimCollector::TickFaults {
   bool lost = false, stalled = false, job_ended = false, power_capped = false;
   double compute_factor = 1, leak_bytes = 0;
   double creep_mix = 0, creep_to = 0, ramp_mix = 0, ramp_to = 0, spike_to = 0;
   const std::string* firmware = nullptr;
+};
+
+SimCollector::TickFaults SimCollector::FaultsOn(const SimDevice& d, uint32_t index,
+                                                double elapsed_s) const {
+  TickFaults tf;
   for (const Fault* f : active_) {
     // A hung rank (on any node) stalls every device of its job: the others wait for it.
     if (f->kind == FaultKind::kRankHang && d.placement && Hangs(*f, d.placement->job)) {
-      stalled = true;
+      tf.stalled = true;
     }
     if (f->kind == FaultKind::kRankHang || !f->AppliesTo(static_cast<int>(index))) continue;
     const double t = elapsed_s - f->at_s;
     switch (f->kind) {
       case FaultKind::kFragmentationCreep:
-        creep_mix = RampMix(t, f->over_s);
-        creep_to = f->to;
+        tf.creep_mix = RampMix(t, f->over_s);
+        tf.creep_to = f->to;
         break;
       case FaultKind::kThermalRamp:
-        ramp_mix = RampMix(t, f->over_s);
-        ramp_to = f->to;
+        tf.ramp_mix = RampMix(t, f->over_s);
+        tf.ramp_to = f->to;
         break;
       case FaultKind::kThermalSpike:
-        spike_to = std::max(spike_to, f->to);
+        tf.spike_to = std::max(tf.spike_to, f->to);
         break;
       case FaultKind::kPowerThrottle:
-        power_capped = true;
+        tf.power_capped = true;
         break;
       case FaultKind::kStall:
       case FaultKind::kPause:
-        stalled = true;
+        tf.stalled = true;
         break;
       case FaultKind::kJobEnd:
-        job_ended = true;
+        tf.job_ended = true;
         break;
       case FaultKind::kThroughputDrop:
       case FaultKind::kStraggler:  // a rank of the job slower than the others
-        compute_factor *= f->factor;
+        tf.compute_factor *= f->factor;
         break;
       case FaultKind::kLeak:
-        leak_bytes += f->rate * t;
+        tf.leak_bytes += f->rate * t;
         break;
       case FaultKind::kDeviceLost:
-        lost = true;
+        tf.lost = true;
         break;
       case FaultKind::kFirmware:
-        firmware = &f->version;
+        tf.firmware = &f->version;
         break;
-      default:  // links, ECC and events: below and in StartAndEndFaults
+      default:  // links, ECC and events: StepLinks, StepErrors and StartAndEndFaults
         break;
     }
   }
+  return tf;
+}
 
+void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double dt_s,
+                        v1::DeviceTelemetry& out) {
+  TickFaults faults = FaultsOn(d, index, elapsed_s);
   auto& id = *out.mutable_identity();
   id.set_vendor("sim");
   id.set_model("accelmon-sim-128g");
   id.set_uuid(d.uuid);
   id.set_index(index);
   id.set_pci_bus_id(d.pci_bus_id);
-  id.set_firmware_version(firmware != nullptr ? *firmware : "1.0.0-sim");
+  id.set_firmware_version(faults.firmware != nullptr ? *faults.firmware : "1.0.0-sim");
   id.set_driver_version("accelmon-sim");
   out.set_up(true);
 
@@ -527,21 +536,67 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   const double compute_noise = Noise(d.rng, 0.03);
   double compute = std::clamp(d.busy_level * loaded + compute_noise, 0.0, 1.0);
   if (d.core_celsius >= kSlowdownCelsius) compute *= kThermalThrottleFactor;
-  compute *= compute_factor;
+  compute *= faults.compute_factor;
   const double membw_noise = Noise(d.rng, 0.03);
   double membw = std::clamp(0.7 * compute + membw_noise, 0.0, 1.0);
-  if (stalled) {
+  if (faults.stalled) {
     // A hung collective: the devices spin at next to nothing.
     compute = std::clamp(0.005 + compute_noise / 6, 0.0, 0.01);
     membw = std::clamp(0.005 + membw_noise / 6, 0.0, 0.01);
   }
   // A device nobody holds idles, as one whose job ended.
-  if (!d.placement) job_ended = true;
-  if (job_ended) compute = membw = 0;
-  d.process_gone = job_ended;
+  if (!d.placement) faults.job_ended = true;
+  if (faults.job_ended) compute = membw = 0;
+  d.process_gone = faults.job_ended;
   out.mutable_utilization()->set_compute_ratio(compute);
   out.mutable_utilization()->set_memory_bandwidth_ratio(membw);
 
+  StepMemory(d, index, dt_s, job_age_s, loaded, compute, faults, out);
+
+  // Power follows utilization; energy integrates power.
+  const double watts =
+      std::clamp(90 + compute * (kPowerLimitWatts - 110) + Noise(d.rng, 8), 60.0, kPowerLimitWatts);
+  d.energy_joules += watts * dt_s;
+  out.mutable_power()->set_usage_watts(watts);
+  out.mutable_power()->set_limit_watts(kPowerLimitWatts);
+  out.mutable_power()->set_energy_joules_total(d.energy_joules);
+
+  // Temperature approaches a level set by utilization, with a thermal time constant; a thermal
+  // ramp moves that level. A spike is a brief hot spot the sensor reads: it does not heat the
+  // core's thermal mass, so it ends with the fault and never throttles.
+  double target = 35 + 45 * compute;
+  target += (faults.ramp_to - target) * faults.ramp_mix;
+  const double alpha = dt_s <= 0 ? 0 : 1 - std::exp(-dt_s / kThermalTauSeconds);
+  d.core_celsius += (target - d.core_celsius) * alpha;
+  auto& thermal = *out.mutable_thermal();
+  thermal.set_core_celsius(std::max(d.core_celsius, faults.spike_to) + Noise(d.rng, 0.3));
+  thermal.set_memory_celsius(d.core_celsius + 6 + Noise(d.rng, 0.3));
+  thermal.set_slowdown_threshold_celsius(kSlowdownCelsius);
+  thermal.set_shutdown_threshold_celsius(95);
+  const bool power_throttled = faults.power_capped || watts >= 0.98 * kPowerLimitWatts;
+  const bool thermal_throttled = d.core_celsius >= kSlowdownCelsius;
+  (*thermal.mutable_throttle_reasons())["sw_power_cap"] = power_throttled;
+  (*thermal.mutable_throttle_reasons())["hw_thermal"] = thermal_throttled;
+
+  const double busy_hz = power_throttled || thermal_throttled ? 1.4e9 : 1.98e9;
+  out.mutable_clocks()->set_compute_hz(compute > 0.05 ? busy_hz : 0.345e9);
+  out.mutable_clocks()->set_memory_hz(3.2e9);
+
+  StepErrors(d, index, elapsed_s, dt_s, out);
+  StepLinks(d, index, elapsed_s, dt_s, compute, faults, out);
+
+  // A lost device answers with who it is and that it is down; everything else is unknown.
+  if (faults.lost) {
+    const v1::DeviceIdentity identity = out.identity();
+    out.Clear();
+    *out.mutable_identity() = identity;
+    out.set_up(false);
+  }
+}
+
+void SimCollector::StepMemory(SimDevice& d, uint32_t index, double dt_s, double job_age_s,
+                              double loaded, double compute, const TickFaults& faults,
+                              v1::DeviceTelemetry& out) {
   // Memory: the job's allocator holds its working set (allocated, loaded during the ramp) plus a
   // cache of freed blocks that grows and splits over hours; the device's free memory is the rest.
   // Fragmentation follows from that as for pushed statistics (DeriveFragmentation).
@@ -550,12 +605,13 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   double allocated =
       std::clamp(2 * kGiB + (d.working_set_bytes - 2 * kGiB) * loaded + Noise(d.rng, 0.2 * kGiB),
                  0.0, available);
-  allocated = std::min(available, allocated + leak_bytes);
+  allocated = std::min(available, allocated + faults.leak_bytes);
   const double healthy_share =
       d.fragmentation_max * (1 - std::exp(-job_age_s / kFragmentationTauSeconds));
   double cached_share = std::clamp(
-      healthy_share + (creep_to - healthy_share) * creep_mix + Noise(d.rng, 0.005), 0.0, 0.9);
-  if (stalled) {
+      healthy_share + (faults.creep_to - healthy_share) * faults.creep_mix + Noise(d.rng, 0.005),
+      0.0, 0.9);
+  if (faults.stalled) {
     allocated = d.last_allocated;  // a hung job allocates and frees nothing
     cached_share = d.last_cached_share;
   } else {
@@ -566,7 +622,8 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   const auto cached_b = static_cast<uint64_t>((available - allocated) * cached_share);
   const uint64_t process_reserved_b = allocated_b + cached_b;
   // A job that ended has freed everything, its context too.
-  const uint64_t used_b = job_ended ? 0 : static_cast<uint64_t>(kContextBytes) + process_reserved_b;
+  const uint64_t used_b =
+      faults.job_ended ? 0 : static_cast<uint64_t>(kContextBytes) + process_reserved_b;
   const uint64_t free_b = kMemoryTotalBytes - kReservedBytes - used_b;
   auto& mem = *out.mutable_memory();
   mem.set_total_bytes(kMemoryTotalBytes);
@@ -576,7 +633,7 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
 
   // Allocations that had to free the cache first become likelier as the cache fragments.
   if (std::uniform_real_distribution<double>(0, 1)(d.rng) < 0.01 * cached_share * dt_s &&
-      !stalled && !job_ended) {
+      !faults.stalled && !faults.job_ended) {
     ++d.alloc_retries;
   }
   // Training steps advance with the useful work; a restarted process counts from 0 again.
@@ -584,8 +641,8 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     d.steps_restarts = d.restarts;
     d.steps = 0;
   }
-  if (!stalled && !job_ended) d.steps += kStepsPerBusySecond * compute * dt_s;
-  if (!job_ended) {
+  if (!faults.stalled && !faults.job_ended) d.steps += kStepsPerBusySecond * compute * dt_s;
+  if (!faults.job_ended) {
     const Placement& job = *d.placement;
     const uint32_t pid = 10000 + 1000 * index + d.restarts;
     auto& process = *out.add_processes();
@@ -613,36 +670,10 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     // The sim is the device and its scheduler at once: it says who holds the device.
     if (options_.jobs) AddHolder(job, pid, used_b, out);
   }
+}
 
-  // Power follows utilization; energy integrates power.
-  const double watts =
-      std::clamp(90 + compute * (kPowerLimitWatts - 110) + Noise(d.rng, 8), 60.0, kPowerLimitWatts);
-  d.energy_joules += watts * dt_s;
-  out.mutable_power()->set_usage_watts(watts);
-  out.mutable_power()->set_limit_watts(kPowerLimitWatts);
-  out.mutable_power()->set_energy_joules_total(d.energy_joules);
-
-  // Temperature approaches a level set by utilization, with a thermal time constant; a thermal
-  // ramp moves that level. A spike is a brief hot spot the sensor reads: it does not heat the
-  // core's thermal mass, so it ends with the fault and never throttles.
-  double target = 35 + 45 * compute;
-  target += (ramp_to - target) * ramp_mix;
-  const double alpha = dt_s <= 0 ? 0 : 1 - std::exp(-dt_s / kThermalTauSeconds);
-  d.core_celsius += (target - d.core_celsius) * alpha;
-  auto& thermal = *out.mutable_thermal();
-  thermal.set_core_celsius(std::max(d.core_celsius, spike_to) + Noise(d.rng, 0.3));
-  thermal.set_memory_celsius(d.core_celsius + 6 + Noise(d.rng, 0.3));
-  thermal.set_slowdown_threshold_celsius(kSlowdownCelsius);
-  thermal.set_shutdown_threshold_celsius(95);
-  const bool power_throttled = power_capped || watts >= 0.98 * kPowerLimitWatts;
-  const bool thermal_throttled = d.core_celsius >= kSlowdownCelsius;
-  (*thermal.mutable_throttle_reasons())["sw_power_cap"] = power_throttled;
-  (*thermal.mutable_throttle_reasons())["hw_thermal"] = thermal_throttled;
-
-  const double busy_hz = power_throttled || thermal_throttled ? 1.4e9 : 1.98e9;
-  out.mutable_clocks()->set_compute_hz(compute > 0.05 ? busy_hz : 0.345e9);
-  out.mutable_clocks()->set_memory_hz(3.2e9);
-
+void SimCollector::StepErrors(SimDevice& d, uint32_t index, double elapsed_s, double dt_s,
+                              v1::DeviceTelemetry& out) const {
   // Rare corrected ECC errors; no uncorrected ones, but for an ecc_burst, which adds its counts
   // at onset (its corrected ones spread over its duration, when it has one) and keeps them.
   if (std::uniform_real_distribution<double>(0, 1)(d.rng) < 0.001 * dt_s) ++d.ecc_corrected;
@@ -668,7 +699,11 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
   sram.set_location(v1::MEMORY_LOCATION_SRAM);
   sram.set_corrected_total(0);
   sram.set_uncorrected_total(0);
+}
 
+void SimCollector::StepLinks(SimDevice& d, uint32_t index, double elapsed_s, double dt_s,
+                             double compute, const TickFaults& faults,
+                             v1::DeviceTelemetry& out) const {
   for (SimLink& link : d.links) {
     bool up = true;
     double max_bps = link.max_bytes_per_second;
@@ -705,7 +740,7 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
     const double tx_noise = Noise(d.rng, 0.02);
     const double rx_noise = Noise(d.rng, 0.02);
     // A link that is down, or whose job hangs or ended, moves nothing.
-    if (up && !stalled && !job_ended) {
+    if (up && !faults.stalled && !faults.job_ended) {
       link.tx += static_cast<uint64_t>(std::max(0.0, rate * dt_s * (1 + tx_noise)));
       link.rx += static_cast<uint64_t>(std::max(0.0, rate * dt_s * (1 + rx_noise)));
     }
@@ -722,14 +757,6 @@ void SimCollector::Step(SimDevice& d, uint32_t index, double elapsed_s, double d
       l.set_pcie_generation(5);
       l.set_pcie_width(static_cast<uint32_t>(width));
     }
-  }
-
-  // A lost device answers with who it is and that it is down; everything else is unknown.
-  if (lost) {
-    const v1::DeviceIdentity identity = out.identity();
-    out.Clear();
-    *out.mutable_identity() = identity;
-    out.set_up(false);
   }
 }
 

@@ -119,8 +119,20 @@ class SimCollector final : public Collector {
     bool end_done = false;    // job_end: the job restarted after it
   };
 
+  // One tick of one device, in parts that draw from its generator in a fixed order (the same
+  // seed gives the same fleet): what the faults do, then utilization, memory and its process,
+  // power and temperature, errors, links.
   void Step(SimDevice& device, uint32_t index, double elapsed_s, double dt_s,
             v1::DeviceTelemetry& out);
+  struct TickFaults;  // what this tick's active faults do to one device (sim.cc)
+  TickFaults FaultsOn(const SimDevice& device, uint32_t index, double elapsed_s) const;
+  // The job's memory, its process (with its holder) and training steps; what it uses.
+  void StepMemory(SimDevice& device, uint32_t index, double dt_s, double job_age_s, double loaded,
+                  double compute, const TickFaults& faults, v1::DeviceTelemetry& out);
+  void StepErrors(SimDevice& device, uint32_t index, double elapsed_s, double dt_s,
+                  v1::DeviceTelemetry& out) const;
+  void StepLinks(SimDevice& device, uint32_t index, double elapsed_s, double dt_s, double compute,
+                 const TickFaults& faults, v1::DeviceTelemetry& out) const;
   // Onset events and job restarts of the faults at this tick; fills active_.
   void StartAndEndFaults(v1::NodeReport& report, double elapsed_s);
   // Places the scenario's jobs (or the default job) on this node's devices.
