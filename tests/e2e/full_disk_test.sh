@@ -23,12 +23,19 @@ fi
 trap 'for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
       umount "$REC" 2>/dev/null || true; cleanup' EXIT
 
-start exporter exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
-  --record.dir "$REC/recording" --record.segment-size 64KiB
-line=$(wait_for_log exporter 'ingest on [^ ]+ \(port [0-9]+\), metrics on [^ ]+ \(port [0-9]+')
-grpc_port=$(nth_port "$line" 1)
-web_port=$(echo "$line" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
-metrics=http://127.0.0.1:$web_port/metrics
+# start_recording_exporter NAME: an exporter recording into the tmpfs on ports the kernel picks;
+# sets grpc_port, web_port and metrics (its /metrics URL).
+start_recording_exporter() {
+  start "$1" exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
+    --record.dir "$REC/recording" --record.segment-size 64KiB
+  local line
+  line=$(wait_for_log "$1" 'ingest on [^ ]+ \(port [0-9]+\), metrics on [^ ]+ \(port [0-9]+')
+  grpc_port=$(nth_port "$line" 1)
+  web_port=$(nth_port "$line" 2)
+  metrics=http://127.0.0.1:$web_port/metrics
+}
+
+start_recording_exporter exporter
 start agent agent --node.name fulldisk --sim 2 --collect.interval 100ms \
   --exporter.address "127.0.0.1:$grpc_port" --spool.dir "$WORK/spool"
 
@@ -112,12 +119,7 @@ PY
 
 # SIGTERM while the disk is full: a clean stop, not a hang on the acks that wait for the disk
 # (their reports are the agent's to send again).
-start exporter2 exporter --web.listen-address 127.0.0.1:0 --grpc.listen-address 127.0.0.1:0 \
-  --record.dir "$REC/recording" --record.segment-size 64KiB
-line=$(wait_for_log exporter2 'ingest on [^ ]+ \(port [0-9]+\), metrics on [^ ]+ \(port [0-9]+')
-grpc_port=$(nth_port "$line" 1)
-web_port=$(echo "$line" | grep -Eo 'port [0-9]+' | tail -1 | grep -Eo '[0-9]+')
-metrics=http://127.0.0.1:$web_port/metrics
+start_recording_exporter exporter2
 start agent2 agent --node.name fulldisk2 --sim 2 --collect.interval 100ms \
   --exporter.address "127.0.0.1:$grpc_port"
 wait_until 30 "reports recorded" recorded_at_least 5
