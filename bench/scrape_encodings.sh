@@ -7,7 +7,7 @@
 # accelmon's exporter and from prometheus-cpp's Exposer (its gzip is zlib's, as built by Debian);
 # node_exporter serves this host's /proc and /sys with its default collectors. Each row: bytes on
 # the wire and the median of RUNS scrapes' total time (curl, loopback), and per series.
-# Records the plain and gzip'd scrape and the peer's plain one for bench/goals.py (results.sh), by
+# Records the plain and gzip'd scrape and the peer's plain one for bench/goals.py (record_result in lib.sh), by
 # the SERIES asked for.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
