@@ -175,34 +175,9 @@ class Engine::Context final : public RuleContext {
         state_.open.try_emplace(FindingKey{rule_, key, subject.link}, NodeState::Open{});
     NodeState::Open& open = it->second;
     open.raised = true;
-    v1::Finding& f = open.finding;
-    if (inserted) {
-      open.device_key = key;
-      FillFinding(f, engine_.rules_[rule_]->id, report_.node(), subject, raised, now_ns_);
-      if (!key.empty()) {
-        bool in_report = false;
-        for (const v1::DeviceTelemetry& d : report_.devices()) {
-          if (DeviceKey(d) == key) {
-            f.set_job(std::string(DeviceJob(d)));
-            in_report = true;
-          }
-        }
-        // A device gone from the reports: the job it last had.
-        if (auto last = state_.last_holder.find(key);
-            !in_report && last != state_.last_holder.end()) {
-          f.set_job(last->second.job());
-        }
-      }
-      engine_.NoteOpening(f, now_ns_);
-      engine_.NoteCause(f);
-      ++engine_.stats_.opened;
-      if (engine_.listener_) engine_.listener_(Change::kOpened, f);
-    } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
-      f.set_severity(std::string(raised.severity));
-      f.set_summary(std::move(raised.summary));
-      if (!raised.action.empty()) f.set_action(std::move(raised.action));  // the graver one's
-      if (engine_.listener_) engine_.listener_(Change::kEscalated, f);
-    }
+    if (inserted) open.device_key = key;
+    engine_.OpenOrEscalate(open.finding, inserted, engine_.rules_[rule_]->id, report_.node(),
+                           inserted ? JobOf(key) : std::string_view(), subject, raised, now_ns_);
   }
 
   bool IsOpen(const Subject& subject) const override {
@@ -210,6 +185,19 @@ class Engine::Context final : public RuleContext {
   }
 
  private:
+  // The job of the device with DeviceKey `key` (the last such device of the report); for a
+  // device gone from the reports, the job it last had; empty for the node itself.
+  std::string_view JobOf(const std::string& key) const {
+    if (key.empty()) return {};
+    std::optional<std::string_view> job;
+    for (const v1::DeviceTelemetry& d : report_.devices()) {
+      if (DeviceKey(d) == key) job = DeviceJob(d);
+    }
+    if (job) return *job;
+    const auto last = state_.last_holder.find(key);
+    return last == state_.last_holder.end() ? std::string_view() : last->second.job();
+  }
+
   Engine& engine_;
   NodeState& state_;
   const v1::NodeReport& report_;
@@ -232,20 +220,8 @@ class Engine::JobContext final : public JobRuleContext {
         JobFindingKey{rule_, std::string(node), KeyOf(subject), subject.link}, JobState::Open{});
     JobState::Open& open = it->second;
     open.raised = true;
-    v1::Finding& f = open.finding;
-    if (inserted) {
-      FillFinding(f, engine_.job_rules_[rule_]->id, node, subject, raised, slice_.now_ns);
-      f.set_job(std::string(slice_.job));
-      engine_.NoteOpening(f, slice_.now_ns);
-      engine_.NoteCause(f);
-      ++engine_.stats_.opened;
-      if (engine_.listener_) engine_.listener_(Change::kOpened, f);
-    } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
-      f.set_severity(std::string(raised.severity));
-      f.set_summary(std::move(raised.summary));
-      if (!raised.action.empty()) f.set_action(std::move(raised.action));  // the graver one's
-      if (engine_.listener_) engine_.listener_(Change::kEscalated, f);
-    }
+    engine_.OpenOrEscalate(open.finding, inserted, engine_.job_rules_[rule_]->id, node, slice_.job,
+                           subject, raised, slice_.now_ns);
   }
 
  private:
@@ -605,6 +581,24 @@ void Engine::ProcessJob(const JobSlice& slice) {
     open = job.open.erase(open);
   }
   if (gone) jobs_.erase(it);
+}
+
+void Engine::OpenOrEscalate(v1::Finding& finding, bool opened, std::string_view rule,
+                            std::string_view node, std::string_view job, const Subject& subject,
+                            Raised& raised, int64_t now_ns) {
+  if (opened) {
+    FillFinding(finding, rule, node, subject, raised, now_ns);
+    finding.set_job(std::string(job));
+    NoteOpening(finding, now_ns);
+    NoteCause(finding);
+    ++stats_.opened;
+    if (listener_) listener_(Change::kOpened, finding);
+  } else if (SeverityRank(raised.severity) > SeverityRank(finding.severity())) {
+    finding.set_severity(std::string(raised.severity));
+    finding.set_summary(std::move(raised.summary));
+    if (!raised.action.empty()) finding.set_action(std::move(raised.action));  // the graver one's
+    if (listener_) listener_(Change::kEscalated, finding);
+  }
 }
 
 void Engine::NoteOpening(v1::Finding& finding, int64_t now_ns) {

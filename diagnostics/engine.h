@@ -96,6 +96,12 @@ class Engine {
   JobState& JobFor(std::string_view job);
   // Runs the job rules over one node's slice of `job`; drops the job once it is on no node.
   void ProcessJob(const JobSlice& slice);
+  // What both contexts' Raise do with the finding they keep for the subject: one just made
+  // (`opened`) is filled from `raised`, takes `job` and is announced; an open one takes a graver
+  // severity, with its summary and action.
+  void OpenOrEscalate(v1::Finding& finding, bool opened, std::string_view rule,
+                      std::string_view node, std::string_view job, const Subject& subject,
+                      Raised& raised, int64_t now_ns);
   // Sets `finding.consequence_of` from the job's recent openings and records this one.
   void NoteOpening(v1::Finding& finding, int64_t now_ns);
   // Sets `finding.caused_by` from the findings open on its node (kKnownCauses in engine.cc).
