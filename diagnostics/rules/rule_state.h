@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "accelmon/v1/telemetry.pb.h"
+#include "diagnostics/rule.h"
 
 namespace accelmon::diagnostics {
 
@@ -72,6 +73,56 @@ class Slots {
  private:
   std::vector<std::pair<std::string, T>> slots_;
 };
+
+// Per-link state of one node's links, kept by DeviceKey and link name for a device's links and by
+// link name for the host's, for the rules that judge each link on its own.
+template <typename State>
+class NodeLinkStates {
+ public:
+  // Calls observe(state, device, link) for each link of `report`: the devices' links, then the
+  // host's (device null).
+  template <typename Observe>
+  void ForEachLink(const v1::NodeReport& report, Observe&& observe) {
+    for (int i = 0; i < report.devices_size(); ++i) {
+      const v1::DeviceTelemetry& device = report.devices(i);
+      Slots<State>& links = devices_.Get(i, DeviceKeyView(device, device_key_));
+      links.Reserve(static_cast<size_t>(device.links_size()));
+      for (int j = 0; j < device.links_size(); ++j) {
+        const v1::Link& link = device.links(j);
+        observe(links.Get(j, link.name()), &device, link);
+      }
+    }
+    host_.Reserve(static_cast<size_t>(report.host().links_size()));
+    for (int j = 0; j < report.host().links_size(); ++j) {
+      const v1::Link& link = report.host().links(j);
+      observe(host_.Get(j, link.name()), nullptr, link);
+    }
+  }
+
+  // The state of the link `finding` is about (for Rule::Restore, before the first report).
+  State& ForFinding(const v1::Finding& finding) {
+    const std::string key = SubjectKey(SubjectOf(finding));
+    Slots<State>& links = key.empty() ? host_ : devices_.Get(-1, key);
+    return links.Get(-1, finding.link());
+  }
+
+ private:
+  Slots<Slots<State>> devices_;  // by DeviceKey, then link name
+  Slots<State> host_;
+  std::string device_key_;  // scratch
+};
+
+// The subject for `link` of `device`, or of the host when `device` is null.
+inline Subject LinkSubject(const v1::DeviceTelemetry* device, const v1::Link& link) {
+  return device != nullptr ? DeviceSubject(*device, link.name())
+                           : Subject{.device = {}, .device_uuid = {}, .link = link.name()};
+}
+
+// Where a link is, as its summary says: " of device 3", or " of the host" when `device` is null.
+inline std::string LinkPlace(const v1::DeviceTelemetry* device) {
+  return device != nullptr ? " of device " + std::to_string(device->identity().index())
+                           : std::string(" of the host");
+}
 
 // A link's tx+rx byte rate between consecutive reports.
 struct ByteCounters {
