@@ -224,13 +224,7 @@ class JobStallAcrossNodesRule final : public JobRule {
   double SettleSeconds() const override { return config_.for_seconds; }
 
   void Observe(const JobSlice& slice, JobRuleContext& context) override {
-    if (slice.devices.empty()) {
-      if (auto it = nodes_.find(slice.node); it != nodes_.end()) nodes_.erase(it);
-    } else {
-      auto it = nodes_.find(slice.node);
-      if (it == nodes_.end()) it = nodes_.try_emplace(std::string(slice.node)).first;
-      Update(it->second, slice);
-    }
+    if (NodeDevices* devices = JobNodeState(nodes_, slice)) Update(*devices, slice);
     collectives_.Update(slice.node, slice.devices.empty() ? kNone : slice.communicators,
                         slice.now_ns);
     // The node's report interval; a report without one (a JSON-lines file) by its spacing.

@@ -49,6 +49,20 @@ void UpdateDeviceStates(Map& states, const std::vector<const v1::DeviceTelemetry
   });
 }
 
+// The state a job rule keeps for the slice's node, in a std::map<std::string, State, std::less<>>
+// by node name: made when the node is new to the job; dropped, and null, when the job left the
+// node (a slice without devices).
+template <typename Map>
+typename Map::mapped_type* JobNodeState(Map& nodes, const JobSlice& slice) {
+  auto it = nodes.find(slice.node);
+  if (slice.devices.empty()) {
+    if (it != nodes.end()) nodes.erase(it);
+    return nullptr;
+  }
+  if (it == nodes.end()) it = nodes.try_emplace(std::string(slice.node)).first;
+  return &it->second;
+}
+
 // State by name, found in O(1) while reports keep their order (the common case) and by a scan
 // otherwise. A vector, not a deque: there is one per device and rule, and libstdc++'s deque
 // allocates about 600 bytes even empty (22 % of an exporter's heap at 1000 nodes, bench/README.md).
