@@ -21,6 +21,31 @@
 namespace accelmon::diagnostics {
 namespace {
 
+// A device's links at one report, as job_stall judges them: how many have a rate and a capacity,
+// and whether one of those carries at least `silent_share` of its capacity. Every link's counters
+// move on, whatever the device's state (a rate needs the previous report's).
+struct LinkTraffic {
+  size_t judged = 0;
+  bool busy = false;
+};
+
+LinkTraffic FollowLinkTraffic(Slots<ByteCounters>& links, const v1::DeviceTelemetry& device,
+                              int64_t now, double silent_share) {
+  LinkTraffic traffic;
+  links.Reserve(static_cast<size_t>(device.links_size()));
+  for (int j = 0; j < device.links_size(); ++j) {
+    const v1::Link& link = device.links(j);
+    const std::optional<double> rate = links.Get(j, link.name()).Update(link, now);
+    if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
+        link.max_bandwidth_bytes_per_second() <= 0) {
+      continue;  // no counters or capacity: not judged
+    }
+    ++traffic.judged;
+    if (*rate >= silent_share * link.max_bandwidth_bytes_per_second()) traffic.busy = true;
+  }
+  return traffic;
+}
+
 class JobStallRule final : public Rule {
  public:
   explicit JobStallRule(const JobStallConfig& config) : config_(config) {}
@@ -40,22 +65,7 @@ class JobStallRule final : public Rule {
       const v1::DeviceTelemetry& device = report.devices(i);
       if (!DeviceJob(device).empty()) continue;  // judged with its job, across nodes
       DeviceState& d = StateOf(i, device);
-      // Link rates must be followed every report, whatever the device's state.
-      bool links_busy = false;
-      size_t links_judged = 0;
-      d.links.Reserve(static_cast<size_t>(device.links_size()));
-      for (int j = 0; j < device.links_size(); ++j) {
-        const v1::Link& link = device.links(j);
-        const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);
-        if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
-            link.max_bandwidth_bytes_per_second() <= 0) {
-          continue;  // no counters or capacity: not judged
-        }
-        ++links_judged;
-        if (*rate >= config_.silent_link_share * link.max_bandwidth_bytes_per_second()) {
-          links_busy = true;
-        }
-      }
+      const LinkTraffic links = FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
 
       const std::string_view job = by_job ? JobOf(device) : std::string_view();
       if (by_job && job.empty()) {
@@ -101,8 +111,8 @@ class JobStallRule final : public Rule {
       }
       ++g.idle_devices;
       g.max_compute = std::max(g.max_compute, compute);
-      g.links_busy |= links_busy;
-      g.links_judged += links_judged;
+      g.links_busy |= links.busy;
+      g.links_judged += links.judged;
     }
 
     for (auto it = groups_.begin(); it != groups_.end();) {
@@ -270,21 +280,8 @@ class JobStallAcrossNodesRule final : public JobRule {
   }
 
   void UpdateDevice(DeviceState& d, const v1::DeviceTelemetry& device, int64_t now) {
-    bool links_busy = false;
-    d.links_judged = 0;
-    d.links.Reserve(static_cast<size_t>(device.links_size()));
-    for (int j = 0; j < device.links_size(); ++j) {
-      const v1::Link& link = device.links(j);
-      const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);
-      if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
-          link.max_bandwidth_bytes_per_second() <= 0) {
-        continue;
-      }
-      ++d.links_judged;
-      if (*rate >= config_.silent_link_share * link.max_bandwidth_bytes_per_second()) {
-        links_busy = true;
-      }
-    }
+    const LinkTraffic links = FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
+    d.links_judged = links.judged;
     const auto set = [&](Status status) {
       d.status = status;
       if (status != Status::kIdle && status != Status::kUnknown) d.idle_since_ns.reset();
@@ -299,7 +296,7 @@ class JobStallAcrossNodesRule final : public JobRule {
       d.busy_used = d.used;
       d.busy_had_processes = device.processes_size() > 0;
     }
-    if (d.compute >= config_.idle_ratio || links_busy) return set(Status::kActive);
+    if (d.compute >= config_.idle_ratio || links.busy) return set(Status::kActive);
     if (!d.busy) return set(Status::kUnjudged);
     if ((d.busy_had_processes && device.processes_size() == 0) ||
         (has_used && d.busy_used_known && d.used < config_.memory_kept_share * d.busy_used)) {
