@@ -30,7 +30,7 @@ class EccErrorsRule final : public Rule {
     const int64_t hold_ns = static_cast<int64_t>(config_.hold_seconds * 1e9);
     for (const v1::DeviceTelemetry& d : report.devices()) {
       const v1::DeviceErrors& e = d.errors();
-      State& s = StateFor(d);
+      State& s = DeviceStateOf(states_, d);
 
       // Uncorrected: any increase over the previous report that had the counter (lower: reset).
       uint64_t new_uncorrected = 0;
@@ -127,15 +127,6 @@ class EccErrorsRule final : public Rule {
     std::optional<int64_t> last_uncorrected_ns;
     std::optional<int64_t> last_corrected_ns;
   };
-
-  State& StateFor(const v1::DeviceTelemetry& d) {
-    const std::string& uuid = d.identity().uuid();
-    if (!uuid.empty()) {
-      auto it = states_.find(uuid);
-      if (it != states_.end()) return it->second;
-    }
-    return states_.try_emplace(DeviceKey(d)).first->second;
-  }
 
   // " (in sram, dram)": the locations holding uncorrected errors since the driver loaded, or ""
   // where the device does not split its counts.

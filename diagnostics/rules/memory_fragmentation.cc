@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -52,7 +53,7 @@ class MemoryFragmentationRule final : public Rule {
       const bool holds =
           known && (ratio_hit || request_hit) && free_share >= config_.min_free_share;
 
-      int64_t& since = SinceFor(d);
+      int64_t& since = DeviceStateOf(since_, d, int64_t{-1});
       if (!holds) {
         since = -1;
         continue;
@@ -65,16 +66,6 @@ class MemoryFragmentationRule final : public Rule {
   }
 
  private:
-  // Per-device condition start (-1: not holding); looked up by UUID without building a key.
-  int64_t& SinceFor(const v1::DeviceTelemetry& d) {
-    const std::string& uuid = d.identity().uuid();
-    if (!uuid.empty()) {
-      auto it = since_.find(uuid);
-      if (it != since_.end()) return it->second;
-    }
-    return since_.try_emplace(DeviceKey(d), -1).first->second;
-  }
-
   Raised Describe(const v1::DeviceTelemetry& d, uint64_t free_bytes, uint64_t cached,
                   double free_share, bool ratio_hit, int64_t since) const {
     const v1::DeviceMemory& m = d.memory();
@@ -119,6 +110,7 @@ class MemoryFragmentationRule final : public Rule {
   }
 
   const MemoryFragmentationConfig& config_;  // the engine's: a reload changes it
+  // By DeviceKey: when the condition began; -1: not holding.
   std::map<std::string, int64_t, std::less<>> since_;
 };
 

@@ -23,6 +23,19 @@ inline std::string_view DeviceKeyView(const v1::DeviceTelemetry& device, std::st
   return scratch;
 }
 
+// The state kept for `device` in a std::map<std::string, State, std::less<>> by DeviceKey, made
+// from `fresh` (none: State{}) when the device is new. A device with a UUID, the common case, is
+// found without building a key.
+template <typename Map, typename... Fresh>
+typename Map::mapped_type& DeviceStateOf(Map& states, const v1::DeviceTelemetry& device,
+                                         Fresh&&... fresh) {
+  const std::string& uuid = device.identity().uuid();
+  if (!uuid.empty()) {
+    if (auto it = states.find(uuid); it != states.end()) return it->second;
+  }
+  return states.try_emplace(DeviceKey(device), std::forward<Fresh>(fresh)...).first->second;
+}
+
 // Brings per-device state kept by DeviceKey (a std::map<std::string, State, std::less<>>) to
 // exactly `devices`: a device that stays keeps its entry, found through DeviceKeyView, so a
 // steady report allocates nothing; a new device gets a fresh state and a device that left is

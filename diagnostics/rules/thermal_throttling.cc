@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -54,8 +55,8 @@ class ThermalThrottlingRule final : public Rule {
     const int64_t now = context.now_ns();
     for (const v1::DeviceTelemetry& d : report.devices()) {
       const v1::DeviceThermal& t = d.thermal();
-      State& s = StateFor(d);
-      if (s.reason_since.size() != config_.reasons.size()) {  // a reload changed the reasons
+      State& s = DeviceStateOf(states_, d);
+      if (s.reason_since.size() != config_.reasons.size()) {  // new, or the reasons reloaded
         s.reason_since.assign(config_.reasons.size(), -1);
         s.reason_reports.assign(config_.reasons.size(), 0);
       }
@@ -173,15 +174,6 @@ class ThermalThrottlingRule final : public Rule {
   static bool Held(int64_t since, int reports, int64_t now, double for_seconds) {
     return static_cast<double>(now - since) >= for_seconds * 1e9 &&
            (for_seconds <= 0 || reports >= kMinReports);
-  }
-
-  State& StateFor(const v1::DeviceTelemetry& d) {
-    const std::string& uuid = d.identity().uuid();
-    if (!uuid.empty()) {
-      auto it = states_.find(uuid);
-      if (it != states_.end()) return it->second;
-    }
-    return states_.try_emplace(DeviceKey(d)).first->second;  // sized in Observe
   }
 
   Raised Describe(const v1::DeviceTelemetry& d, std::string_view severity, int64_t start,
