@@ -2,7 +2,6 @@
 // at a rate that foretells failing memory (warning).
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "diagnostics/error_catalog.h"
+#include "diagnostics/rules/format.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 #include "proto/enum_labels.h"
@@ -158,9 +158,7 @@ class EccErrorsRule final : public Rule {
       sep = ", ";
     }
     if (per_hour && *per_hour > config_.corrected_per_hour) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.0f corrected ECC errors/h", *per_hour);
-      r.summary += sep + buf;
+      r.summary += sep + FormatNumber(*per_hour, 0, " corrected ECC errors/h");
       sep = ", ";
     }
     if (sep == " ") r.summary += " ECC errors recently";

@@ -8,13 +8,13 @@
 // device without one is judged per node (the node rule: every such device of the node, or of one
 // job its allocator pushed).
 #include <chrono>
-#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "diagnostics/collective_view.h"
+#include "diagnostics/rules/format.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
@@ -194,8 +194,6 @@ class JobStallRule final : public Rule {
     const double idle_for = static_cast<double>(context.now_ns() - *g.idle_since_ns) / 1e9;
     const double memory_avg =
         g.memory_devices == 0 ? 0 : g.memory_sum / static_cast<double>(g.memory_devices);
-    const std::string memory =
-        std::to_string(std::llround(memory_avg / (1024.0 * 1024 * 1024))) + " GiB";
     Raised raised;
     raised.severity = kCritical;
     raised.plot = "compute_ratio";
@@ -204,7 +202,7 @@ class JobStallRule final : public Rule {
     raised.summary =
         (by_job ? "job " + job + ": all " : std::string("all ")) + std::to_string(g.idle_devices) +
         " devices idle for " + FormatDuration(std::chrono::duration<double>(idle_for)) +
-        " with memory held (" + memory + " avg), " +
+        " with memory held (" + WholeGibText(memory_avg) + " avg), " +
         (g.links_judged > 0 ? "links silent" : "link traffic unknown") + " — hung collective?";
     if (by_job) raised.evidence.push_back(TextEvidence("job", job));
     raised.evidence.push_back(
@@ -371,13 +369,13 @@ class JobStallAcrossNodesRule final : public JobRule {
     raised.plot = "compute_ratio";
     raised.start_ns = since;
     raised.window_start_ns = since;
-    raised.summary =
-        "job " + std::string(slice.job) + ": all " + std::to_string(idle) + " devices on " +
-        std::to_string(nodes_.size()) + " node" + (nodes_.size() == 1 ? "" : "s") + " idle for " +
-        FormatDuration(std::chrono::duration<double>(idle_for)) + " with memory held (" +
-        std::to_string(std::llround(memory_avg / (1024.0 * 1024 * 1024))) + " GiB avg), " +
-        (links_judged > 0 ? "links silent" : "link traffic unknown") + "; " +
-        std::string(first_node) + " went idle first — hung collective?";
+    raised.summary = "job " + std::string(slice.job) + ": all " + std::to_string(idle) +
+                     " devices on " + std::to_string(nodes_.size()) + " node" +
+                     (nodes_.size() == 1 ? "" : "s") + " idle for " +
+                     FormatDuration(std::chrono::duration<double>(idle_for)) +
+                     " with memory held (" + WholeGibText(memory_avg) + " avg), " +
+                     (links_judged > 0 ? "links silent" : "link traffic unknown") + "; " +
+                     std::string(first_node) + " went idle first — hung collective?";
     // What NCCL says it waits for, where the nodes report it.
     const std::optional<CollectiveVerdict> lagging = collectives_.Lagging();
     if (lagging) raised.summary += " NCCL: " + lagging->Describe();

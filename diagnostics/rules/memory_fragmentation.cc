@@ -1,21 +1,15 @@
 // memory_fragmentation: device memory is free in total but not in one piece, so a large
 // allocation fails although the device is not full.
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <string>
 
+#include "diagnostics/rules/format.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
 namespace {
-
-std::string Gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / kGiB);
-  return buf;
-}
 
 class MemoryFragmentationRule final : public Rule {
  public:
@@ -77,17 +71,16 @@ class MemoryFragmentationRule final : public Rule {
     r.window_start_ns = since;  // the stretch its `for` judged
     const std::string where = "device " + std::to_string(d.identity().index());
     const std::string largest = m.has_largest_free_block_bytes()
-                                    ? Gib(static_cast<double>(m.largest_free_block_bytes()))
+                                    ? GibText(static_cast<double>(m.largest_free_block_bytes()))
                                     : std::string("unknown");
     if (ratio_hit) {
-      char pct[16];
-      std::snprintf(pct, sizeof pct, "%.0f%%", m.fragmentation_ratio() * 100);
-      r.summary = where + " memory " + pct + " fragmented (largest free block " + largest + " of " +
-                  Gib(free_total) + " free)";
+      r.summary = where + " memory " + PercentText(m.fragmentation_ratio()) +
+                  " fragmented (largest free block " + largest + " of " + GibText(free_total) +
+                  " free)";
     } else {
       r.summary = where + " largest free memory block " + largest + " is below the job request " +
-                  Gib(static_cast<double>(config_.job_request_bytes)) + " (" + Gib(free_total) +
-                  " free)";
+                  GibText(static_cast<double>(config_.job_request_bytes)) + " (" +
+                  GibText(free_total) + " free)";
     }
     if (m.has_fragmentation_ratio()) {
       r.evidence.push_back(NumberEvidence("fragmentation_ratio", m.fragmentation_ratio(), "ratio"));
