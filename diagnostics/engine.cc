@@ -76,6 +76,13 @@ bool IsKnownCause(std::string_view effect, std::string_view cause) {
                      [&](const KnownCause& k) { return k.effect == effect && k.cause == cause; });
 }
 
+// `at_ns`, or the finding's start when that is later: a finding closed at another time than a
+// report of its node (a reload, a report of another node of its job, its node forgotten) ends no
+// earlier than it began.
+int64_t NoEarlierThanStart(const v1::Finding& finding, int64_t at_ns) {
+  return std::max(at_ns, ToNanos(finding.start()));
+}
+
 }  // namespace
 
 std::string FindingName(const v1::Finding& f) {
@@ -312,11 +319,7 @@ void Engine::Reconfigure(Config config) {
   }
   const auto node_moves = NewPositions(rules_, rules);
   const auto job_moves = NewPositions(job_rules_, job_rules);
-  const auto close = [&](v1::Finding& f, int64_t at_ns) {
-    *f.mutable_end() = TimestampFromNanos(std::max(at_ns, ToNanos(f.start())));
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, f);
-  };
+  const auto close = [&](v1::Finding& f, int64_t at_ns) { Close(f, NoEarlierThanStart(f, at_ns)); };
 
   for (auto& [name, state] : nodes_) {
     std::vector<std::unique_ptr<Rule>> kept(rules.size());
@@ -416,9 +419,7 @@ void Engine::Process(const v1::NodeReport& report) {
       ++open;
       continue;
     }
-    *open->second.finding.mutable_end() = TimestampFromNanos(now_ns);
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, open->second.finding);
+    Close(open->second.finding, now_ns);
     open = state.open.erase(open);
   }
 
@@ -574,10 +575,7 @@ void Engine::ProcessJob(const JobSlice& slice) {
       ++open;
       continue;
     }
-    v1::Finding& f = open->second.finding;
-    *f.mutable_end() = TimestampFromNanos(std::max(slice.now_ns, ToNanos(f.start())));
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, f);
+    Close(open->second.finding, NoEarlierThanStart(open->second.finding, slice.now_ns));
     open = job.open.erase(open);
   }
   if (gone) jobs_.erase(it);
@@ -599,6 +597,12 @@ void Engine::OpenOrEscalate(v1::Finding& finding, bool opened, std::string_view 
     if (!raised.action.empty()) finding.set_action(std::move(raised.action));  // the graver one's
     if (listener_) listener_(Change::kEscalated, finding);
   }
+}
+
+void Engine::Close(v1::Finding& finding, int64_t end_ns) {
+  *finding.mutable_end() = TimestampFromNanos(end_ns);
+  ++stats_.closed;
+  if (listener_) listener_(Change::kClosed, finding);
 }
 
 void Engine::NoteOpening(v1::Finding& finding, int64_t now_ns) {
@@ -750,10 +754,7 @@ void Engine::ForgetNode(const std::string& node, int64_t now_ns) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   for (auto& [key, open] : it->second->open) {
-    *open.finding.mutable_end() =
-        TimestampFromNanos(std::max(now_ns, ToNanos(open.finding.start())));
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, open.finding);
+    Close(open.finding, NoEarlierThanStart(open.finding, now_ns));
   }
   // Its jobs leave it (`node` may name the entry erased here: copied first).
   const std::string name = node;

@@ -102,6 +102,8 @@ class Engine {
   void OpenOrEscalate(v1::Finding& finding, bool opened, std::string_view rule,
                       std::string_view node, std::string_view job, const Subject& subject,
                       Raised& raised, int64_t now_ns);
+  // Ends an open finding at `end_ns` and announces it; the caller drops it.
+  void Close(v1::Finding& finding, int64_t end_ns);
   // Sets `finding.consequence_of` from the job's recent openings and records this one.
   void NoteOpening(v1::Finding& finding, int64_t now_ns);
   // Sets `finding.caused_by` from the findings open on its node (kKnownCauses in engine.cc).
