@@ -423,9 +423,12 @@ void Engine::Process(const v1::NodeReport& report) {
     open = state.open.erase(open);
   }
 
-  // The job rules, over each job this report's devices hold and each job that left the node. A
-  // report without devices (its device collector failed this tick) says nothing about jobs.
+  // A report without devices (its device collector failed this tick) says nothing about jobs.
   if (job_rules_.empty() || report.devices().empty()) return;
+  ProcessJobsOf(state, report, now_ns);
+}
+
+void Engine::ProcessJobsOf(NodeState& state, const v1::NodeReport& report, int64_t now_ns) {
   // One slice per job, in job order, in buffers kept from report to report: a steady report
   // allocates nothing here.
   size_t used = 0;

@@ -94,6 +94,9 @@ class Engine {
   const v1::NodeReport& WithLastKnownHolders(NodeState& state, const v1::NodeReport& report);
   // The job's state, made with its rule instances when it has none yet.
   JobState& JobFor(std::string_view job);
+  // Runs the job rules over each job the devices of `report` (of the node `state`) hold and each
+  // job that left the node; keeps the jobs the node holds now.
+  void ProcessJobsOf(NodeState& state, const v1::NodeReport& report, int64_t now_ns);
   // Runs the job rules over one node's slice of `job`; drops the job once it is on no node.
   void ProcessJob(const JobSlice& slice);
   // What both contexts' Raise do with the finding they keep for the subject: one just made
