@@ -65,7 +65,8 @@ class JobStallRule final : public Rule {
       const v1::DeviceTelemetry& device = report.devices(i);
       if (!DeviceJob(device).empty()) continue;  // judged with its job, across nodes
       DeviceState& d = StateOf(i, device);
-      const LinkTraffic links = FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
+      const LinkTraffic traffic =
+          FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
 
       const std::string_view job = by_job ? JobOf(device) : std::string_view();
       if (by_job && job.empty()) {
@@ -111,8 +112,8 @@ class JobStallRule final : public Rule {
       }
       ++g.idle_devices;
       g.max_compute = std::max(g.max_compute, compute);
-      g.links_busy |= links.busy;
-      g.links_judged += links.judged;
+      g.links_busy |= traffic.busy;
+      g.links_judged += traffic.judged;
     }
 
     for (auto it = groups_.begin(); it != groups_.end();) {
@@ -278,8 +279,8 @@ class JobStallAcrossNodesRule final : public JobRule {
   }
 
   void UpdateDevice(DeviceState& d, const v1::DeviceTelemetry& device, int64_t now) {
-    const LinkTraffic links = FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
-    d.links_judged = links.judged;
+    const LinkTraffic traffic = FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
+    d.links_judged = traffic.judged;
     const auto set = [&](Status status) {
       d.status = status;
       if (status != Status::kIdle && status != Status::kUnknown) d.idle_since_ns.reset();
@@ -294,7 +295,7 @@ class JobStallAcrossNodesRule final : public JobRule {
       d.busy_used = d.used;
       d.busy_had_processes = device.processes_size() > 0;
     }
-    if (d.compute >= config_.idle_ratio || links.busy) return set(Status::kActive);
+    if (d.compute >= config_.idle_ratio || traffic.busy) return set(Status::kActive);
     if (!d.busy) return set(Status::kUnjudged);
     if ((d.busy_had_processes && device.processes_size() == 0) ||
         (has_used && d.busy_used_known && d.used < config_.memory_kept_share * d.busy_used)) {
