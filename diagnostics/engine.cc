@@ -76,6 +76,13 @@ bool IsKnownCause(std::string_view effect, std::string_view cause) {
                      [&](const KnownCause& k) { return k.effect == effect && k.cause == cause; });
 }
 
+// `at_ns`, or the finding's start when that is later: a finding closed at another time than a
+// report of its node (a reload, a report of another node of its job, its node forgotten) ends no
+// earlier than it began.
+int64_t NoEarlierThanStart(const v1::Finding& finding, int64_t at_ns) {
+  return std::max(at_ns, ToNanos(finding.start()));
+}
+
 }  // namespace
 
 std::string FindingName(const v1::Finding& f) {
@@ -175,34 +182,9 @@ class Engine::Context final : public RuleContext {
         state_.open.try_emplace(FindingKey{rule_, key, subject.link}, NodeState::Open{});
     NodeState::Open& open = it->second;
     open.raised = true;
-    v1::Finding& f = open.finding;
-    if (inserted) {
-      open.device_key = key;
-      FillFinding(f, engine_.rules_[rule_]->id, report_.node(), subject, raised, now_ns_);
-      if (!key.empty()) {
-        bool in_report = false;
-        for (const v1::DeviceTelemetry& d : report_.devices()) {
-          if (DeviceKey(d) == key) {
-            f.set_job(std::string(DeviceJob(d)));
-            in_report = true;
-          }
-        }
-        // A device gone from the reports: the job it last had.
-        if (auto last = state_.last_holder.find(key);
-            !in_report && last != state_.last_holder.end()) {
-          f.set_job(last->second.job());
-        }
-      }
-      engine_.NoteOpening(f, now_ns_);
-      engine_.NoteCause(f);
-      ++engine_.stats_.opened;
-      if (engine_.listener_) engine_.listener_(Change::kOpened, f);
-    } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
-      f.set_severity(std::string(raised.severity));
-      f.set_summary(std::move(raised.summary));
-      if (!raised.action.empty()) f.set_action(std::move(raised.action));  // the graver one's
-      if (engine_.listener_) engine_.listener_(Change::kEscalated, f);
-    }
+    if (inserted) open.device_key = key;
+    engine_.OpenOrEscalate(open.finding, inserted, engine_.rules_[rule_]->id, report_.node(),
+                           inserted ? JobOf(key) : std::string_view(), subject, raised, now_ns_);
   }
 
   bool IsOpen(const Subject& subject) const override {
@@ -210,6 +192,19 @@ class Engine::Context final : public RuleContext {
   }
 
  private:
+  // The job of the device with DeviceKey `key` (the last such device of the report); for a
+  // device gone from the reports, the job it last had; empty for the node itself.
+  std::string_view JobOf(const std::string& key) const {
+    if (key.empty()) return {};
+    std::optional<std::string_view> job;
+    for (const v1::DeviceTelemetry& d : report_.devices()) {
+      if (DeviceKey(d) == key) job = DeviceJob(d);
+    }
+    if (job) return *job;
+    const auto last = state_.last_holder.find(key);
+    return last == state_.last_holder.end() ? std::string_view() : last->second.job();
+  }
+
   Engine& engine_;
   NodeState& state_;
   const v1::NodeReport& report_;
@@ -232,20 +227,8 @@ class Engine::JobContext final : public JobRuleContext {
         JobFindingKey{rule_, std::string(node), KeyOf(subject), subject.link}, JobState::Open{});
     JobState::Open& open = it->second;
     open.raised = true;
-    v1::Finding& f = open.finding;
-    if (inserted) {
-      FillFinding(f, engine_.job_rules_[rule_]->id, node, subject, raised, slice_.now_ns);
-      f.set_job(std::string(slice_.job));
-      engine_.NoteOpening(f, slice_.now_ns);
-      engine_.NoteCause(f);
-      ++engine_.stats_.opened;
-      if (engine_.listener_) engine_.listener_(Change::kOpened, f);
-    } else if (SeverityRank(raised.severity) > SeverityRank(f.severity())) {
-      f.set_severity(std::string(raised.severity));
-      f.set_summary(std::move(raised.summary));
-      if (!raised.action.empty()) f.set_action(std::move(raised.action));  // the graver one's
-      if (engine_.listener_) engine_.listener_(Change::kEscalated, f);
-    }
+    engine_.OpenOrEscalate(open.finding, inserted, engine_.job_rules_[rule_]->id, node, slice_.job,
+                           subject, raised, slice_.now_ns);
   }
 
  private:
@@ -336,11 +319,7 @@ void Engine::Reconfigure(Config config) {
   }
   const auto node_moves = NewPositions(rules_, rules);
   const auto job_moves = NewPositions(job_rules_, job_rules);
-  const auto close = [&](v1::Finding& f, int64_t at_ns) {
-    *f.mutable_end() = TimestampFromNanos(std::max(at_ns, ToNanos(f.start())));
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, f);
-  };
+  const auto close = [&](v1::Finding& f, int64_t at_ns) { Close(f, NoEarlierThanStart(f, at_ns)); };
 
   for (auto& [name, state] : nodes_) {
     std::vector<std::unique_ptr<Rule>> kept(rules.size());
@@ -440,15 +419,16 @@ void Engine::Process(const v1::NodeReport& report) {
       ++open;
       continue;
     }
-    *open->second.finding.mutable_end() = TimestampFromNanos(now_ns);
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, open->second.finding);
+    Close(open->second.finding, now_ns);
     open = state.open.erase(open);
   }
 
-  // The job rules, over each job this report's devices hold and each job that left the node. A
-  // report without devices (its device collector failed this tick) says nothing about jobs.
+  // A report without devices (its device collector failed this tick) says nothing about jobs.
   if (job_rules_.empty() || report.devices().empty()) return;
+  ProcessJobsOf(state, report, now_ns);
+}
+
+void Engine::ProcessJobsOf(NodeState& state, const v1::NodeReport& report, int64_t now_ns) {
   // One slice per job, in job order, in buffers kept from report to report: a steady report
   // allocates nothing here.
   size_t used = 0;
@@ -598,13 +578,34 @@ void Engine::ProcessJob(const JobSlice& slice) {
       ++open;
       continue;
     }
-    v1::Finding& f = open->second.finding;
-    *f.mutable_end() = TimestampFromNanos(std::max(slice.now_ns, ToNanos(f.start())));
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, f);
+    Close(open->second.finding, NoEarlierThanStart(open->second.finding, slice.now_ns));
     open = job.open.erase(open);
   }
   if (gone) jobs_.erase(it);
+}
+
+void Engine::OpenOrEscalate(v1::Finding& finding, bool opened, std::string_view rule,
+                            std::string_view node, std::string_view job, const Subject& subject,
+                            Raised& raised, int64_t now_ns) {
+  if (opened) {
+    FillFinding(finding, rule, node, subject, raised, now_ns);
+    finding.set_job(std::string(job));
+    NoteOpening(finding, now_ns);
+    NoteCause(finding);
+    ++stats_.opened;
+    if (listener_) listener_(Change::kOpened, finding);
+  } else if (SeverityRank(raised.severity) > SeverityRank(finding.severity())) {
+    finding.set_severity(std::string(raised.severity));
+    finding.set_summary(std::move(raised.summary));
+    if (!raised.action.empty()) finding.set_action(std::move(raised.action));  // the graver one's
+    if (listener_) listener_(Change::kEscalated, finding);
+  }
+}
+
+void Engine::Close(v1::Finding& finding, int64_t end_ns) {
+  *finding.mutable_end() = TimestampFromNanos(end_ns);
+  ++stats_.closed;
+  if (listener_) listener_(Change::kClosed, finding);
 }
 
 void Engine::NoteOpening(v1::Finding& finding, int64_t now_ns) {
@@ -756,10 +757,7 @@ void Engine::ForgetNode(const std::string& node, int64_t now_ns) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
   for (auto& [key, open] : it->second->open) {
-    *open.finding.mutable_end() =
-        TimestampFromNanos(std::max(now_ns, ToNanos(open.finding.start())));
-    ++stats_.closed;
-    if (listener_) listener_(Change::kClosed, open.finding);
+    Close(open.finding, NoEarlierThanStart(open.finding, now_ns));
   }
   // Its jobs leave it (`node` may name the entry erased here: copied first).
   const std::string name = node;

@@ -94,8 +94,19 @@ class Engine {
   const v1::NodeReport& WithLastKnownHolders(NodeState& state, const v1::NodeReport& report);
   // The job's state, made with its rule instances when it has none yet.
   JobState& JobFor(std::string_view job);
+  // Runs the job rules over each job the devices of `report` (of the node `state`) hold and each
+  // job that left the node; keeps the jobs the node holds now.
+  void ProcessJobsOf(NodeState& state, const v1::NodeReport& report, int64_t now_ns);
   // Runs the job rules over one node's slice of `job`; drops the job once it is on no node.
   void ProcessJob(const JobSlice& slice);
+  // What both contexts' Raise do with the finding they keep for the subject: one just made
+  // (`opened`) is filled from `raised`, takes `job` and is announced; an open one takes a graver
+  // severity, with its summary and action.
+  void OpenOrEscalate(v1::Finding& finding, bool opened, std::string_view rule,
+                      std::string_view node, std::string_view job, const Subject& subject,
+                      Raised& raised, int64_t now_ns);
+  // Ends an open finding at `end_ns` and announces it; the caller drops it.
+  void Close(v1::Finding& finding, int64_t end_ns);
   // Sets `finding.consequence_of` from the job's recent openings and records this one.
   void NoteOpening(v1::Finding& finding, int64_t now_ns);
   // Sets `finding.caused_by` from the findings open on its node (kKnownCauses in engine.cc).

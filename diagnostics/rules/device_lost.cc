@@ -11,10 +11,10 @@
 // `up` absent is unknown, not lost.
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <map>
 #include <string>
 
+#include "diagnostics/rules/format.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -52,9 +52,9 @@ class DeviceLostRule final : public Rule {
       const double missing_s = static_cast<double>(now - k.last_seen_ns) / 1e9;
       const bool long_missing = usual_s > 0 && missing_s >= 2 * usual_s - 1e-3;
       if (!others_present && !long_missing && LostEvent(report, k.subject) == nullptr) continue;
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "missing from the reports for %.0f s", missing_s);
-      Raised r = Describe(k.subject, buf, k.missing_since_ns, {});
+      Raised r =
+          Describe(k.subject, "missing from the reports for " + FormatNumber(missing_s, 0, " s"),
+                   k.missing_since_ns, {});
       r.evidence.push_back(NumberEvidence("missing_seconds", missing_s, "seconds"));
       context.Raise(k.subject, std::move(r));
     }

@@ -2,7 +2,6 @@
 // at a rate that foretells failing memory (warning).
 #include <algorithm>
 #include <cstddef>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "diagnostics/error_catalog.h"
+#include "diagnostics/rules/format.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 #include "proto/enum_labels.h"
@@ -30,7 +30,7 @@ class EccErrorsRule final : public Rule {
     const int64_t hold_ns = static_cast<int64_t>(config_.hold_seconds * 1e9);
     for (const v1::DeviceTelemetry& d : report.devices()) {
       const v1::DeviceErrors& e = d.errors();
-      State& s = StateFor(d);
+      State& s = DeviceStateOf(states_, d);
 
       // Uncorrected: any increase over the previous report that had the counter (lower: reset).
       uint64_t new_uncorrected = 0;
@@ -128,15 +128,6 @@ class EccErrorsRule final : public Rule {
     std::optional<int64_t> last_corrected_ns;
   };
 
-  State& StateFor(const v1::DeviceTelemetry& d) {
-    const std::string& uuid = d.identity().uuid();
-    if (!uuid.empty()) {
-      auto it = states_.find(uuid);
-      if (it != states_.end()) return it->second;
-    }
-    return states_.try_emplace(DeviceKey(d)).first->second;
-  }
-
   // " (in sram, dram)": the locations holding uncorrected errors since the driver loaded, or ""
   // where the device does not split its counts.
   static std::string UncorrectedLocations(const v1::DeviceErrors& e) {
@@ -167,9 +158,7 @@ class EccErrorsRule final : public Rule {
       sep = ", ";
     }
     if (per_hour && *per_hour > config_.corrected_per_hour) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.0f corrected ECC errors/h", *per_hour);
-      r.summary += sep + buf;
+      r.summary += sep + FormatNumber(*per_hour, 0, " corrected ECC errors/h");
       sep = ", ";
     }
     if (sep == " ") r.summary += " ECC errors recently";

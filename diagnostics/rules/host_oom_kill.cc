@@ -1,21 +1,15 @@
 // host_oom_kill: the kernel's OOM killer killed a process on the node (often the training job or
 // its data loader), from the vmstat counter or an OOM-kill event.
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <string>
 
+#include "diagnostics/rules/format.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
 namespace {
-
-std::string OomPercent(double share) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.0f%%", share * 100);
-  return buf;
-}
 
 class HostOomKillRule final : public Rule {
  public:
@@ -101,12 +95,12 @@ class HostOomKillRule final : public Rule {
       const double share =
           static_cast<double>(mem.available_bytes()) / static_cast<double>(mem.total_bytes());
       r.evidence.push_back(NumberEvidence("host_memory_available_share", share, "ratio"));
-      pressure = "host memory " + OomPercent(share) + " available";
+      pressure = "host memory " + PercentText(share) + " available";
     }
     if (full_stall) {
       r.evidence.push_back(NumberEvidence("memory_full_stall_share", *full_stall, "ratio"));
       pressure += (pressure.empty() ? "" : ", ") + std::string("all tasks stalled on memory ") +
-                  OomPercent(*full_stall) + " of the time";
+                  PercentText(*full_stall) + " of the time";
     }
     if (!pressure.empty()) r.summary += " (" + pressure + ")";
     return r;

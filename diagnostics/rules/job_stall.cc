@@ -8,18 +8,43 @@
 // device without one is judged per node (the node rule: every such device of the node, or of one
 // job its allocator pushed).
 #include <chrono>
-#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "diagnostics/collective_view.h"
+#include "diagnostics/rules/format.h"
 #include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
 namespace {
+
+// A device's links at one report, as job_stall judges them: how many have a rate and a capacity,
+// and whether one of those carries at least `silent_share` of its capacity. Every link's counters
+// move on, whatever the device's state (a rate needs the previous report's).
+struct LinkTraffic {
+  size_t judged = 0;
+  bool busy = false;
+};
+
+LinkTraffic FollowLinkTraffic(Slots<ByteCounters>& links, const v1::DeviceTelemetry& device,
+                              int64_t now, double silent_share) {
+  LinkTraffic traffic;
+  links.Reserve(static_cast<size_t>(device.links_size()));
+  for (int j = 0; j < device.links_size(); ++j) {
+    const v1::Link& link = device.links(j);
+    const std::optional<double> rate = links.Get(j, link.name()).Update(link, now);
+    if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
+        link.max_bandwidth_bytes_per_second() <= 0) {
+      continue;  // no counters or capacity: not judged
+    }
+    ++traffic.judged;
+    if (*rate >= silent_share * link.max_bandwidth_bytes_per_second()) traffic.busy = true;
+  }
+  return traffic;
+}
 
 class JobStallRule final : public Rule {
  public:
@@ -40,22 +65,8 @@ class JobStallRule final : public Rule {
       const v1::DeviceTelemetry& device = report.devices(i);
       if (!DeviceJob(device).empty()) continue;  // judged with its job, across nodes
       DeviceState& d = StateOf(i, device);
-      // Link rates must be followed every report, whatever the device's state.
-      bool links_busy = false;
-      size_t links_judged = 0;
-      d.links.Reserve(static_cast<size_t>(device.links_size()));
-      for (int j = 0; j < device.links_size(); ++j) {
-        const v1::Link& link = device.links(j);
-        const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);
-        if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
-            link.max_bandwidth_bytes_per_second() <= 0) {
-          continue;  // no counters or capacity: not judged
-        }
-        ++links_judged;
-        if (*rate >= config_.silent_link_share * link.max_bandwidth_bytes_per_second()) {
-          links_busy = true;
-        }
-      }
+      const LinkTraffic traffic =
+          FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
 
       const std::string_view job = by_job ? JobOf(device) : std::string_view();
       if (by_job && job.empty()) {
@@ -101,8 +112,8 @@ class JobStallRule final : public Rule {
       }
       ++g.idle_devices;
       g.max_compute = std::max(g.max_compute, compute);
-      g.links_busy |= links_busy;
-      g.links_judged += links_judged;
+      g.links_busy |= traffic.busy;
+      g.links_judged += traffic.judged;
     }
 
     for (auto it = groups_.begin(); it != groups_.end();) {
@@ -184,8 +195,6 @@ class JobStallRule final : public Rule {
     const double idle_for = static_cast<double>(context.now_ns() - *g.idle_since_ns) / 1e9;
     const double memory_avg =
         g.memory_devices == 0 ? 0 : g.memory_sum / static_cast<double>(g.memory_devices);
-    const std::string memory =
-        std::to_string(std::llround(memory_avg / (1024.0 * 1024 * 1024))) + " GiB";
     Raised raised;
     raised.severity = kCritical;
     raised.plot = "compute_ratio";
@@ -194,7 +203,7 @@ class JobStallRule final : public Rule {
     raised.summary =
         (by_job ? "job " + job + ": all " : std::string("all ")) + std::to_string(g.idle_devices) +
         " devices idle for " + FormatDuration(std::chrono::duration<double>(idle_for)) +
-        " with memory held (" + memory + " avg), " +
+        " with memory held (" + WholeGibText(memory_avg) + " avg), " +
         (g.links_judged > 0 ? "links silent" : "link traffic unknown") + " — hung collective?";
     if (by_job) raised.evidence.push_back(TextEvidence("job", job));
     raised.evidence.push_back(
@@ -224,13 +233,7 @@ class JobStallAcrossNodesRule final : public JobRule {
   double SettleSeconds() const override { return config_.for_seconds; }
 
   void Observe(const JobSlice& slice, JobRuleContext& context) override {
-    if (slice.devices.empty()) {
-      if (auto it = nodes_.find(slice.node); it != nodes_.end()) nodes_.erase(it);
-    } else {
-      auto it = nodes_.find(slice.node);
-      if (it == nodes_.end()) it = nodes_.try_emplace(std::string(slice.node)).first;
-      Update(it->second, slice);
-    }
+    if (NodeDevices* devices = JobNodeState(nodes_, slice)) Update(*devices, slice);
     collectives_.Update(slice.node, slice.devices.empty() ? kNone : slice.communicators,
                         slice.now_ns);
     // The node's report interval; a report without one (a JSON-lines file) by its spacing.
@@ -276,21 +279,8 @@ class JobStallAcrossNodesRule final : public JobRule {
   }
 
   void UpdateDevice(DeviceState& d, const v1::DeviceTelemetry& device, int64_t now) {
-    bool links_busy = false;
-    d.links_judged = 0;
-    d.links.Reserve(static_cast<size_t>(device.links_size()));
-    for (int j = 0; j < device.links_size(); ++j) {
-      const v1::Link& link = device.links(j);
-      const std::optional<double> rate = d.links.Get(j, link.name()).Update(link, now);
-      if (!rate || !link.has_max_bandwidth_bytes_per_second() ||
-          link.max_bandwidth_bytes_per_second() <= 0) {
-        continue;
-      }
-      ++d.links_judged;
-      if (*rate >= config_.silent_link_share * link.max_bandwidth_bytes_per_second()) {
-        links_busy = true;
-      }
-    }
+    const LinkTraffic traffic = FollowLinkTraffic(d.links, device, now, config_.silent_link_share);
+    d.links_judged = traffic.judged;
     const auto set = [&](Status status) {
       d.status = status;
       if (status != Status::kIdle && status != Status::kUnknown) d.idle_since_ns.reset();
@@ -305,7 +295,7 @@ class JobStallAcrossNodesRule final : public JobRule {
       d.busy_used = d.used;
       d.busy_had_processes = device.processes_size() > 0;
     }
-    if (d.compute >= config_.idle_ratio || links_busy) return set(Status::kActive);
+    if (d.compute >= config_.idle_ratio || traffic.busy) return set(Status::kActive);
     if (!d.busy) return set(Status::kUnjudged);
     if ((d.busy_had_processes && device.processes_size() == 0) ||
         (has_used && d.busy_used_known && d.used < config_.memory_kept_share * d.busy_used)) {
@@ -380,13 +370,13 @@ class JobStallAcrossNodesRule final : public JobRule {
     raised.plot = "compute_ratio";
     raised.start_ns = since;
     raised.window_start_ns = since;
-    raised.summary =
-        "job " + std::string(slice.job) + ": all " + std::to_string(idle) + " devices on " +
-        std::to_string(nodes_.size()) + " node" + (nodes_.size() == 1 ? "" : "s") + " idle for " +
-        FormatDuration(std::chrono::duration<double>(idle_for)) + " with memory held (" +
-        std::to_string(std::llround(memory_avg / (1024.0 * 1024 * 1024))) + " GiB avg), " +
-        (links_judged > 0 ? "links silent" : "link traffic unknown") + "; " +
-        std::string(first_node) + " went idle first — hung collective?";
+    raised.summary = "job " + std::string(slice.job) + ": all " + std::to_string(idle) +
+                     " devices on " + std::to_string(nodes_.size()) + " node" +
+                     (nodes_.size() == 1 ? "" : "s") + " idle for " +
+                     FormatDuration(std::chrono::duration<double>(idle_for)) +
+                     " with memory held (" + WholeGibText(memory_avg) + " avg), " +
+                     (links_judged > 0 ? "links silent" : "link traffic unknown") + "; " +
+                     std::string(first_node) + " went idle first — hung collective?";
     // What NCCL says it waits for, where the nodes report it.
     const std::optional<CollectiveVerdict> lagging = collectives_.Lagging();
     if (lagging) raised.summary += " NCCL: " + lagging->Describe();

@@ -64,13 +64,7 @@ class JobStragglerRule final : public JobRule {
   double SettleSeconds() const override { return config_.for_seconds; }
 
   void Observe(const JobSlice& slice, JobRuleContext& context) override {
-    if (slice.devices.empty()) {
-      if (auto it = nodes_.find(slice.node); it != nodes_.end()) nodes_.erase(it);
-    } else {
-      auto it = nodes_.find(slice.node);
-      if (it == nodes_.end()) it = nodes_.try_emplace(std::string(slice.node)).first;
-      Update(it->second, slice);
-    }
+    if (NodeRanks* node = JobNodeState(nodes_, slice)) Update(*node, slice);
     Judge(slice);
     RaiseSlow(slice, context);
   }

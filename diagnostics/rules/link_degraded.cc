@@ -183,12 +183,7 @@ class LinkDegradedRule final : public Rule {
         static_cast<double>(now - *s.traffic_low_since_ns) / 1e9 >= config_.for_seconds;
     if (!capacity_low && !traffic_low) return;
 
-    const Subject subject = device != nullptr
-                                ? DeviceSubject(*device, link.name())
-                                : Subject{.device = {}, .device_uuid = {}, .link = link.name()};
-    const std::string where = device != nullptr
-                                  ? " of device " + std::to_string(device->identity().index())
-                                  : std::string(" of the host");
+    const std::string where = LinkPlace(device);
     Raised raised;
     raised.plot = "link_bytes_per_second";
     if (capacity_low) {
@@ -232,7 +227,7 @@ class LinkDegradedRule final : public Rule {
           NumberEvidence("busy_siblings", static_cast<double>(s.siblings), "count"));
       raised.evidence.push_back(NumberEvidence("low_for", seconds, "seconds"));
     }
-    context.Raise(subject, std::move(raised));
+    context.Raise(LinkSubject(device, link), std::move(raised));
   }
 
   const LinkDegradedConfig& config_;  // the engine's: a reload changes it

@@ -35,28 +35,16 @@ std::string_view KindName(v1::LinkKind kind) {
 class LinkDownRule final : public Rule {
  public:
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
-    for (int i = 0; i < report.devices_size(); ++i) {
-      const v1::DeviceTelemetry& device = report.devices(i);
-      Slots<LinkState>& links = devices_.Get(i, DeviceKeyView(device, device_key_));
-      links.Reserve(static_cast<size_t>(device.links_size()));
-      for (int j = 0; j < device.links_size(); ++j) {
-        const v1::Link& link = device.links(j);
-        ObserveLink(links.Get(j, link.name()), &device, link, context);
-      }
-    }
-    host_.Reserve(static_cast<size_t>(report.host().links_size()));
-    for (int j = 0; j < report.host().links_size(); ++j) {
-      const v1::Link& link = report.host().links(j);
-      ObserveLink(host_.Get(j, link.name()), nullptr, link, context);
-    }
+    links_.ForEachLink(report,
+                       [&](LinkState& s, const v1::DeviceTelemetry* device, const v1::Link& link) {
+                         ObserveLink(s, device, link, context);
+                       });
   }
 
   // Down since the finding's start, and known to have been up before: raised again while the
   // link stays down.
   bool Restore(const v1::Finding& finding, std::string_view) override {
-    const std::string key = SubjectKey(SubjectOf(finding));
-    Slots<LinkState>& links = key.empty() ? host_ : devices_.Get(-1, key);
-    LinkState& s = links.Get(-1, finding.link());
+    LinkState& s = links_.ForFinding(finding);
     s.seen_up = true;
     s.down = true;
     s.down_since_ns = ToNanos(finding.start());
@@ -87,24 +75,15 @@ class LinkDownRule final : public Rule {
     raised.severity = kCritical;
     raised.plot = "link_up";
     raised.start_ns = s.down_since_ns;
-    raised.summary = std::string(KindName(link.kind())) + " link " + link.name();
-    if (device != nullptr) {
-      raised.summary += " of device " + std::to_string(device->identity().index());
-    } else {
-      raised.summary += " of the host";
-    }
-    raised.summary += " is down (it was up before)";
+    raised.summary = std::string(KindName(link.kind())) + " link " + link.name() +
+                     LinkPlace(device) + " is down (it was up before)";
     raised.evidence.push_back(NumberEvidence("link_up", 0, "bool"));
     raised.evidence.push_back(TextEvidence("link_kind", KindName(link.kind())));
     if (!link.peer().empty()) raised.evidence.push_back(TextEvidence("peer", link.peer()));
-    context.Raise(device != nullptr ? DeviceSubject(*device, link.name())
-                                    : Subject{.device = {}, .device_uuid = {}, .link = link.name()},
-                  std::move(raised));
+    context.Raise(LinkSubject(device, link), std::move(raised));
   }
 
-  Slots<Slots<LinkState>> devices_;  // by DeviceKey, then link name
-  Slots<LinkState> host_;
-  std::string device_key_;  // scratch
+  NodeLinkStates<LinkState> links_;
 };
 
 }  // namespace

@@ -19,20 +19,10 @@ class LinkFlappingRule final : public Rule {
   double SettleSeconds() const override { return config_.window_seconds; }
 
   void Observe(const v1::NodeReport& report, RuleContext& context) override {
-    for (int i = 0; i < report.devices_size(); ++i) {
-      const v1::DeviceTelemetry& device = report.devices(i);
-      Slots<LinkState>& links = devices_.Get(i, DeviceKeyView(device, device_key_));
-      links.Reserve(static_cast<size_t>(device.links_size()));
-      for (int j = 0; j < device.links_size(); ++j) {
-        const v1::Link& link = device.links(j);
-        ObserveLink(links.Get(j, link.name()), &device, link, context);
-      }
-    }
-    host_.Reserve(static_cast<size_t>(report.host().links_size()));
-    for (int j = 0; j < report.host().links_size(); ++j) {
-      const v1::Link& link = report.host().links(j);
-      ObserveLink(host_.Get(j, link.name()), nullptr, link, context);
-    }
+    links_.ForEachLink(report,
+                       [&](LinkState& s, const v1::DeviceTelemetry* device, const v1::Link& link) {
+                         ObserveLink(s, device, link, context);
+                       });
   }
 
  private:
@@ -62,25 +52,18 @@ class LinkFlappingRule final : public Rule {
     raised.plot = "link_up";
     raised.start_ns = s.changes_ns.front();
     raised.window_start_ns = now - window_ns;
-    const std::string where = device != nullptr
-                                  ? " of device " + std::to_string(device->identity().index())
-                                  : std::string(" of the host");
-    raised.summary = "link " + link.name() + where +
+    raised.summary = "link " + link.name() + LinkPlace(device) +
                      " flapping: " + std::to_string(s.changes_ns.size()) + " up/down changes in " +
                      std::to_string(static_cast<int64_t>(config_.window_seconds)) + " s";
     raised.evidence.push_back(
         NumberEvidence("changes", static_cast<double>(s.changes_ns.size()), "count"));
     raised.evidence.push_back(NumberEvidence("window", config_.window_seconds, "seconds"));
     raised.evidence.push_back(NumberEvidence("link_up", s.up ? 1 : 0, "bool"));
-    context.Raise(device != nullptr ? DeviceSubject(*device, link.name())
-                                    : Subject{.device = {}, .device_uuid = {}, .link = link.name()},
-                  std::move(raised));
+    context.Raise(LinkSubject(device, link), std::move(raised));
   }
 
   const LinkFlappingConfig& config_;  // the engine's: a reload changes it
-  Slots<Slots<LinkState>> devices_;   // by DeviceKey, then link name
-  Slots<LinkState> host_;
-  std::string device_key_;
+  NodeLinkStates<LinkState> links_;
 };
 
 }  // namespace

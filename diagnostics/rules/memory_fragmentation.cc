@@ -1,20 +1,15 @@
 // memory_fragmentation: device memory is free in total but not in one piece, so a large
 // allocation fails although the device is not full.
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <string>
 
+#include "diagnostics/rules/format.h"
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
 namespace {
-
-std::string Gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / kGiB);
-  return buf;
-}
 
 class MemoryFragmentationRule final : public Rule {
  public:
@@ -52,7 +47,7 @@ class MemoryFragmentationRule final : public Rule {
       const bool holds =
           known && (ratio_hit || request_hit) && free_share >= config_.min_free_share;
 
-      int64_t& since = SinceFor(d);
+      int64_t& since = DeviceStateOf(since_, d, int64_t{-1});
       if (!holds) {
         since = -1;
         continue;
@@ -65,16 +60,6 @@ class MemoryFragmentationRule final : public Rule {
   }
 
  private:
-  // Per-device condition start (-1: not holding); looked up by UUID without building a key.
-  int64_t& SinceFor(const v1::DeviceTelemetry& d) {
-    const std::string& uuid = d.identity().uuid();
-    if (!uuid.empty()) {
-      auto it = since_.find(uuid);
-      if (it != since_.end()) return it->second;
-    }
-    return since_.try_emplace(DeviceKey(d), -1).first->second;
-  }
-
   Raised Describe(const v1::DeviceTelemetry& d, uint64_t free_bytes, uint64_t cached,
                   double free_share, bool ratio_hit, int64_t since) const {
     const v1::DeviceMemory& m = d.memory();
@@ -86,17 +71,16 @@ class MemoryFragmentationRule final : public Rule {
     r.window_start_ns = since;  // the stretch its `for` judged
     const std::string where = "device " + std::to_string(d.identity().index());
     const std::string largest = m.has_largest_free_block_bytes()
-                                    ? Gib(static_cast<double>(m.largest_free_block_bytes()))
+                                    ? GibText(static_cast<double>(m.largest_free_block_bytes()))
                                     : std::string("unknown");
     if (ratio_hit) {
-      char pct[16];
-      std::snprintf(pct, sizeof pct, "%.0f%%", m.fragmentation_ratio() * 100);
-      r.summary = where + " memory " + pct + " fragmented (largest free block " + largest + " of " +
-                  Gib(free_total) + " free)";
+      r.summary = where + " memory " + PercentText(m.fragmentation_ratio()) +
+                  " fragmented (largest free block " + largest + " of " + GibText(free_total) +
+                  " free)";
     } else {
       r.summary = where + " largest free memory block " + largest + " is below the job request " +
-                  Gib(static_cast<double>(config_.job_request_bytes)) + " (" + Gib(free_total) +
-                  " free)";
+                  GibText(static_cast<double>(config_.job_request_bytes)) + " (" +
+                  GibText(free_total) + " free)";
     }
     if (m.has_fragmentation_ratio()) {
       r.evidence.push_back(NumberEvidence("fragmentation_ratio", m.fragmentation_ratio(), "ratio"));
@@ -119,6 +103,7 @@ class MemoryFragmentationRule final : public Rule {
   }
 
   const MemoryFragmentationConfig& config_;  // the engine's: a reload changes it
+  // By DeviceKey: when the condition began; -1: not holding.
   std::map<std::string, int64_t, std::less<>> since_;
 };
 

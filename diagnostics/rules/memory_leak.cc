@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "diagnostics/change_point.h"
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
@@ -88,7 +89,7 @@ class MemoryLeakRule final : public Rule {
     for (const v1::DeviceTelemetry& d : report.devices()) {
       const v1::DeviceMemory& m = d.memory();
       if (!m.has_used_bytes() || !m.has_total_bytes() || m.total_bytes() == 0) continue;
-      State& s = StateFor(d);
+      State& s = DeviceStateOf(states_, d);
       const double used = static_cast<double>(m.used_bytes());
       const double freed = kFreedShare * static_cast<double>(m.total_bytes());
       if (!s.samples.empty() &&
@@ -131,15 +132,6 @@ class MemoryLeakRule final : public Rule {
     int64_t fitted_ns = 0;
     bool leaking = false;
   };
-
-  State& StateFor(const v1::DeviceTelemetry& d) {
-    const std::string& uuid = d.identity().uuid();
-    if (!uuid.empty()) {
-      auto it = states_.find(uuid);
-      if (it != states_.end()) return it->second;
-    }
-    return states_.try_emplace(DeviceKey(d)).first->second;
-  }
 
   // When the growth began: the bend of the best flat-then-rising fit over the window.
   static int64_t Onset(const std::deque<Sample>& samples) {

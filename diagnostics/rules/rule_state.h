@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "accelmon/v1/telemetry.pb.h"
+#include "diagnostics/rule.h"
 
 namespace accelmon::diagnostics {
 
@@ -20,6 +21,19 @@ inline std::string_view DeviceKeyView(const v1::DeviceTelemetry& device, std::st
   scratch.assign("#");
   scratch += std::to_string(device.identity().index());
   return scratch;
+}
+
+// The state kept for `device` in a std::map<std::string, State, std::less<>> by DeviceKey, made
+// from `fresh` (none: State{}) when the device is new. A device with a UUID, the common case, is
+// found without building a key.
+template <typename Map, typename... Fresh>
+typename Map::mapped_type& DeviceStateOf(Map& states, const v1::DeviceTelemetry& device,
+                                         Fresh&&... fresh) {
+  const std::string& uuid = device.identity().uuid();
+  if (!uuid.empty()) {
+    if (auto it = states.find(uuid); it != states.end()) return it->second;
+  }
+  return states.try_emplace(DeviceKey(device), std::forward<Fresh>(fresh)...).first->second;
 }
 
 // Brings per-device state kept by DeviceKey (a std::map<std::string, State, std::less<>>) to
@@ -48,6 +62,20 @@ void UpdateDeviceStates(Map& states, const std::vector<const v1::DeviceTelemetry
   });
 }
 
+// The state a job rule keeps for the slice's node, in a std::map<std::string, State, std::less<>>
+// by node name: made when the node is new to the job; dropped, and null, when the job left the
+// node (a slice without devices).
+template <typename Map>
+typename Map::mapped_type* JobNodeState(Map& nodes, const JobSlice& slice) {
+  auto it = nodes.find(slice.node);
+  if (slice.devices.empty()) {
+    if (it != nodes.end()) nodes.erase(it);
+    return nullptr;
+  }
+  if (it == nodes.end()) it = nodes.try_emplace(std::string(slice.node)).first;
+  return &it->second;
+}
+
 // State by name, found in O(1) while reports keep their order (the common case) and by a scan
 // otherwise. A vector, not a deque: there is one per device and rule, and libstdc++'s deque
 // allocates about 600 bytes even empty (22 % of an exporter's heap at 1000 nodes, bench/README.md).
@@ -72,6 +100,56 @@ class Slots {
  private:
   std::vector<std::pair<std::string, T>> slots_;
 };
+
+// Per-link state of one node's links, kept by DeviceKey and link name for a device's links and by
+// link name for the host's, for the rules that judge each link on its own.
+template <typename State>
+class NodeLinkStates {
+ public:
+  // Calls observe(state, device, link) for each link of `report`: the devices' links, then the
+  // host's (device null).
+  template <typename Observe>
+  void ForEachLink(const v1::NodeReport& report, Observe&& observe) {
+    for (int i = 0; i < report.devices_size(); ++i) {
+      const v1::DeviceTelemetry& device = report.devices(i);
+      Slots<State>& links = devices_.Get(i, DeviceKeyView(device, device_key_));
+      links.Reserve(static_cast<size_t>(device.links_size()));
+      for (int j = 0; j < device.links_size(); ++j) {
+        const v1::Link& link = device.links(j);
+        observe(links.Get(j, link.name()), &device, link);
+      }
+    }
+    host_.Reserve(static_cast<size_t>(report.host().links_size()));
+    for (int j = 0; j < report.host().links_size(); ++j) {
+      const v1::Link& link = report.host().links(j);
+      observe(host_.Get(j, link.name()), nullptr, link);
+    }
+  }
+
+  // The state of the link `finding` is about (for Rule::Restore, before the first report).
+  State& ForFinding(const v1::Finding& finding) {
+    const std::string key = SubjectKey(SubjectOf(finding));
+    Slots<State>& links = key.empty() ? host_ : devices_.Get(-1, key);
+    return links.Get(-1, finding.link());
+  }
+
+ private:
+  Slots<Slots<State>> devices_;  // by DeviceKey, then link name
+  Slots<State> host_;
+  std::string device_key_;  // scratch
+};
+
+// The subject for `link` of `device`, or of the host when `device` is null.
+inline Subject LinkSubject(const v1::DeviceTelemetry* device, const v1::Link& link) {
+  return device != nullptr ? DeviceSubject(*device, link.name())
+                           : Subject{.device = {}, .device_uuid = {}, .link = link.name()};
+}
+
+// Where a link is, as its summary says: " of device 3", or " of the host" when `device` is null.
+inline std::string LinkPlace(const v1::DeviceTelemetry* device) {
+  return device != nullptr ? " of device " + std::to_string(device->identity().index())
+                           : std::string(" of the host");
+}
 
 // A link's tx+rx byte rate between consecutive reports.
 struct ByteCounters {

@@ -1,34 +1,19 @@
 // thermal_throttling: a device slows itself down (or is about to) because of heat or a power cap,
 // for long enough to cost throughput. Brief spikes do not count.
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "diagnostics/rules/format.h"
+#include "diagnostics/rules/rule_state.h"
 #include "diagnostics/rules/rules.h"
 
 namespace accelmon::diagnostics {
 namespace {
 
-std::string Celsius(double c) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%.0f °C", c);
-  return buf;
-}
-
-std::string Percent(double share) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%.0f %%", share * 100);
-  return buf;
-}
-
-std::string Seconds(double s) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%.0f s", s);
-  return buf;
-}
+std::string CelsiusText(double c) { return FormatNumber(c, 0, " °C"); }
 
 // A condition held over `for` must also have been seen in this many reports in a row: with
 // reports as far apart as `for` (30 s collection, `for: 30s`), two reports that both caught a
@@ -54,8 +39,8 @@ class ThermalThrottlingRule final : public Rule {
     const int64_t now = context.now_ns();
     for (const v1::DeviceTelemetry& d : report.devices()) {
       const v1::DeviceThermal& t = d.thermal();
-      State& s = StateFor(d);
-      if (s.reason_since.size() != config_.reasons.size()) {  // a reload changed the reasons
+      State& s = DeviceStateOf(states_, d);
+      if (s.reason_since.size() != config_.reasons.size()) {  // new, or the reasons reloaded
         s.reason_since.assign(config_.reasons.size(), -1);
         s.reason_reports.assign(config_.reasons.size(), 0);
       }
@@ -175,15 +160,6 @@ class ThermalThrottlingRule final : public Rule {
            (for_seconds <= 0 || reports >= kMinReports);
   }
 
-  State& StateFor(const v1::DeviceTelemetry& d) {
-    const std::string& uuid = d.identity().uuid();
-    if (!uuid.empty()) {
-      auto it = states_.find(uuid);
-      if (it != states_.end()) return it->second;
-    }
-    return states_.try_emplace(DeviceKey(d)).first->second;  // sized in Observe
-  }
-
   Raised Describe(const v1::DeviceTelemetry& d, std::string_view severity, int64_t start,
                   int64_t now, const std::optional<Violation>& violation) const {
     const v1::DeviceThermal& t = d.thermal();
@@ -202,16 +178,18 @@ class ThermalThrottlingRule final : public Rule {
     for (const std::string& a : active) reasons += (reasons.empty() ? "" : ",") + a;
 
     r.summary = "device " + std::to_string(d.identity().index()) + " thermal throttling for " +
-                Seconds(static_cast<double>(now - start) / 1e9);
+                FormatNumber(static_cast<double>(now - start) / 1e9, 0, " s");
     if (!reasons.empty()) r.summary += " (" + reasons + ")";
-    if (t.has_core_celsius()) r.summary += ", core " + Celsius(t.core_celsius());
-    if (t.has_memory_celsius()) r.summary += ", memory " + Celsius(t.memory_celsius());
+    if (t.has_core_celsius()) r.summary += ", core " + CelsiusText(t.core_celsius());
+    if (t.has_memory_celsius()) r.summary += ", memory " + CelsiusText(t.memory_celsius());
     if (t.has_slowdown_threshold_celsius()) {
-      r.summary += ", slowdown at " + Celsius(t.slowdown_threshold_celsius());
+      r.summary += ", slowdown at " + CelsiusText(t.slowdown_threshold_celsius());
     }
     if (violation && violation->share() > 0) {
-      r.summary += ", held below its clocks " + Percent(violation->share()) + " of the time (" +
-                   (violation->thermal >= violation->power ? "heat" : "power") + ")";
+      // "40 %": a space before the sign here, unlike PercentText, as this summary always had.
+      r.summary += ", held below its clocks " + FormatNumber(violation->share() * 100, 0, " %") +
+                   " of the time (" + (violation->thermal >= violation->power ? "heat" : "power") +
+                   ")";
     }
 
     if (!reasons.empty()) r.evidence.push_back(TextEvidence("throttle_reasons", reasons));
