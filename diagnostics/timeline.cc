@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "diagnostics/rule.h"
+#include "diagnostics/rules/format.h"
 #include "proto/time_format.h"
 
 namespace accelmon::diagnostics {
@@ -70,11 +71,7 @@ std::string Readable(double v) {
   return buf;
 }
 
-std::string SizeText(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f", bytes);
-  return buf;
-}
+std::string SizeText(double bytes) { return FormatNumber(bytes, 0, ""); }
 
 std::string SubjectText(const v1::Finding& f) {
   std::string s = "node " + f.node();
@@ -245,11 +242,7 @@ std::string AxisValue(double v, std::string_view unit) {
   return buf;
 }
 
-std::string Fixed(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", v);
-  return buf;
-}
+std::string Fixed(double v) { return FormatNumber(v, 1, ""); }
 
 // A time-axis step that gives at most about seven ticks.
 int64_t TimeStep(int64_t span_ns) {
