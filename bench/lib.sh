@@ -11,11 +11,15 @@
 # - readers of a process's CPU and memory, arithmetic, bytes on disk, promtool's backfill and
 #   the TSDB's sizes;
 # - record_result KEY VALUE: one measured value for bench/goals.py's table ($BENCH_RESULTS).
-# bench/ stands alone: it does not source tests/e2e/lib.sh, whose helpers these follow.
+# bench/ does not source tests/e2e/lib.sh, whose helpers these follow; the pure text ones
+# (first_line, nth_port) both take from scripts/text_helpers.sh.
 # The scripts run under `set -euo pipefail`; nothing here pipes into a reader that stops early.
 
 [ -z "${bench_lib_loaded:-}" ] || return 0
 bench_lib_loaded=1
+# first_line, nth_port
+# shellcheck source-path=SCRIPTDIR source=../scripts/text_helpers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/text_helpers.sh"
 
 hz=$(getconf CLK_TCK)
 work=$(mktemp -d "${TMPDIR:-/tmp}/accelmon-bench.XXXXXX")
@@ -145,20 +149,6 @@ wait_for_output() {
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' ||
     die "free_port: python3 could not bind a port"
-}
-first_line() { printf '%s\n' "${1%%$'\n'*}"; } # first_line TEXT
-# nth_port TEXT N: the Nth "port NUMBER" in TEXT (1 is the first), as start-up lines give them.
-nth_port() {
-  local rest=$1 n=$2 re='port ([0-9]+)(.*)'
-  while [[ $rest =~ $re ]]; do
-    n=$((n - 1))
-    if [ "$n" -eq 0 ]; then
-      echo "${BASH_REMATCH[1]}"
-      return 0
-    fi
-    rest=${BASH_REMATCH[2]}
-  done
-  die "no port $2 in: $1"
 }
 
 # start_exporter NAME [FLAGS...]: `$accelmon exporter` on ports the kernel picks, its per-stream

@@ -1,6 +1,9 @@
 # Shared helpers for the end-to-end tests: real binaries, real HTTP, bounded waits.
 # Usage: source lib.sh; each test gets ACCELMON (the binary) and a scratch dir $WORK.
 set -euo pipefail
+# first_line, nth_port
+# shellcheck source-path=SCRIPTDIR source=../../scripts/text_helpers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/text_helpers.sh"
 
 ACCELMON=${ACCELMON:?set ACCELMON to the accelmon binary}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/accelmon-e2e.XXXXXX")
@@ -51,23 +54,6 @@ output_has() {
   shift
   out=$("$@") || return 1
   grep -Eq -- "$regex" <<<"$out"
-}
-
-# first_line TEXT: the first line of TEXT.
-first_line() { printf '%s\n' "${1%%$'\n'*}"; }
-
-# nth_port TEXT N: the Nth "port NUMBER" in TEXT (1 is the first), as start-up lines give them.
-nth_port() {
-  local rest=$1 n=$2 re='port ([0-9]+)(.*)'
-  while [[ $rest =~ $re ]]; do
-    n=$((n - 1))
-    if [ "$n" -eq 0 ]; then
-      echo "${BASH_REMATCH[1]}"
-      return 0
-    fi
-    rest=${BASH_REMATCH[2]}
-  done
-  return 1
 }
 
 # wait_for_log NAME REGEX [SECONDS]: waits until the log matches; prints the matching text.
