@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <stdexcept>
 
 #include "daemon/common/cli_validators.h"
 #include "daemon/common/config_path.h"
