@@ -23,6 +23,46 @@ std::optional<std::pair<std::string_view, std::string_view>> SplitCdiName(std::s
 
 namespace {
 
+bool IsAsciiLetter(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+bool IsAsciiAlnum(char c) { return IsAsciiLetter(c) || (c >= '0' && c <= '9'); }
+
+// The CDI library's rule for a vendor or class (a kind's two halves) and for a device name: a
+// letter (vendor, class) or letter/digit (name) first, a letter or digit last, and in between
+// letters, digits and `extra`. A runtime refuses a spec that breaks it, and it keeps '/' and '='
+// out, so "kind=name" always splits back at the first '='. Empty when valid, else the reason.
+std::string CheckCdiPart(std::string_view what, std::string_view part, bool letter_first,
+                         std::string_view extra) {
+  const std::string quoted = "\"" + std::string(part) + "\"";
+  if (part.empty()) return "empty " + std::string(what);
+  if (letter_first ? !IsAsciiLetter(part.front()) : !IsAsciiAlnum(part.front())) {
+    return std::string(what) + " " + quoted + " should start with a letter" +
+           (letter_first ? "" : " or digit");
+  }
+  if (!IsAsciiAlnum(part.back())) {
+    return std::string(what) + " " + quoted + " should end with a letter or digit";
+  }
+  for (const char c : part) {
+    if (!IsAsciiAlnum(c) && extra.find(c) == std::string_view::npos) {
+      return std::string(what) + " " + quoted + " holds a character outside [A-Za-z0-9" +
+             std::string(extra) + "]";
+    }
+  }
+  return {};
+}
+
+// The reason a spec's "kind" is not "vendor/class", or empty.
+std::string CheckCdiKind(std::string_view kind) {
+  const size_t slash = kind.find('/');
+  if (slash == std::string_view::npos) return "no \"kind\" of the form vendor/class";
+  if (std::string r = CheckCdiPart("vendor", kind.substr(0, slash), true, "_-."); !r.empty()) {
+    return "kind: " + r;
+  }
+  if (std::string r = CheckCdiPart("class", kind.substr(slash + 1), true, "_-."); !r.empty()) {
+    return "kind: " + r;
+  }
+  return {};
+}
+
 // The values of a device's containerEdits.env ("KEY=VALUE": the value) and of its annotations.
 void CollectValues(const YAML::Node& device, const YAML::Node& edits, CdiDevice& out) {
   if (const YAML::Node env = edits["env"]; env && env.IsSequence()) {
@@ -51,8 +91,11 @@ std::vector<CdiDevice> ParseCdiSpec(std::string_view text, const fs::path& path)
   }
   if (!root.IsMap()) throw std::runtime_error("not a CDI spec: the top level is not a map");
   const YAML::Node kind = root["kind"];
-  if (!kind || !kind.IsScalar() || kind.Scalar().find('/') == std::string::npos) {
+  if (!kind || !kind.IsScalar()) {
     throw std::runtime_error("not a CDI spec: no \"kind\" of the form vendor/class");
+  }
+  if (const std::string reason = CheckCdiKind(kind.Scalar()); !reason.empty()) {
+    throw std::runtime_error("not a CDI spec: " + reason);
   }
   std::vector<CdiDevice> devices;
   const YAML::Node list = root["devices"];
@@ -61,6 +104,11 @@ std::vector<CdiDevice> ParseCdiSpec(std::string_view text, const fs::path& path)
   for (const YAML::Node& d : list) {
     const YAML::Node name = d["name"];
     if (!name || !name.IsScalar() || name.Scalar().empty()) continue;
+    // As the CDI cache does, one malformed name refuses the whole spec: no runtime injects it.
+    if (const std::string reason = CheckCdiPart("device name", name.Scalar(), false, "_-.:");
+        !reason.empty()) {
+      throw std::runtime_error("not a valid CDI spec: " + reason);
+    }
     CdiDevice device;
     device.qualified_name = kind.Scalar() + "=" + name.Scalar();
     device.spec = path;

@@ -33,7 +33,8 @@ struct CdiDevice {
 std::optional<std::pair<std::string_view, std::string_view>> SplitCdiName(std::string_view name);
 
 // Parses one spec file's text; throws std::runtime_error with the reason when it is not a CDI
-// spec (unparsable, no "kind", a kind without '/').
+// spec (unparsable, no "kind", a kind that is not "vendor/class") or names a device in a way
+// the CDI library refuses (letters, digits and "_-.:", a letter or digit at both ends).
 std::vector<CdiDevice> ParseCdiSpec(std::string_view text, const std::filesystem::path& path);
 
 // The specs of a set of directories, re-read when they change. Not thread-safe: the kubelet

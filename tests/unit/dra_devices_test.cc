@@ -104,6 +104,33 @@ containerEdits:
   EXPECT_FALSE(SplitCdiName("vendor.com/gpu").has_value());
 }
 
+// Found by the cdi_spec fuzz target: a kind holding '=' made "kind=name" that did not split back.
+// Kinds and names follow the CDI library's rule, and a spec that breaks it says where.
+TEST(CdiSpec, RefusesAKindOrDeviceNameTheCdiLibraryRefusesAndSaysWhy) {
+  auto reason = [](std::string_view text) {
+    try {
+      ParseCdiSpec(text, "x.yaml");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("parsed");
+  };
+  EXPECT_EQ(reason("kind: a=b/c\ndevices: [{name: x}]\n"),
+            "not a CDI spec: kind: vendor \"a=b\" holds a character outside [A-Za-z0-9_-.]");
+  EXPECT_EQ(reason("kind: vendor.com/gpu/x\n"),
+            "not a CDI spec: kind: class \"gpu/x\" holds a character outside [A-Za-z0-9_-.]");
+  EXPECT_EQ(reason("kind: 9vendor/gpu\n"),
+            "not a CDI spec: kind: vendor \"9vendor\" should start with a letter");
+  EXPECT_EQ(reason("kind: vendor/gpu.\n"),
+            "not a CDI spec: kind: class \"gpu.\" should end with a letter or digit");
+  EXPECT_EQ(reason("kind: vendor.com/gpu\ndevices: [{name: gpu=0}]\n"),
+            "not a valid CDI spec: device name \"gpu=0\" holds a character outside "
+            "[A-Za-z0-9_-.:]");
+  EXPECT_EQ(reason("kind: vendor.com/gpu\ndevices: [{name: -0}]\n"),
+            "not a valid CDI spec: device name \"-0\" should start with a letter or digit");
+  EXPECT_EQ(reason("kind: vendor.com/gpu\ndevices: [{name: 0}, {name: mig:1.0_a-b}]\n"), "parsed");
+}
+
 TEST(CdiSpecs, FollowsFilesThatChangeOrGoAndSkipsAMalformedOneOnce) {
   LogCapture log;
   const fs::path dir = accelmon::testing::MakeTempDir("accelmon-cdi");
